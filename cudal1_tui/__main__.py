@@ -1,0 +1,3 @@
+from cudal1_tui.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,28 @@
+"""``cudal1-tui run FILE... --headless --rounds N``: the loop without a screen."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from cudal1_tui.cli.options import add_settings_flags
+from cudal1_tui.errors import Cudal1Error
+
+NAME = "run"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(NAME, help="run optimization rounds headless (rich progress, summary)")
+    parser.add_argument("files", type=Path, nargs="+", metavar="FILE", help="problem files")
+    parser.add_argument("--headless", action="store_true",
+                        help="no screen: progress and a summary table on the terminal")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per problem (default 3)")
+    parser.add_argument("--resume", metavar="SESSION", help="continue a session (id or path)")
+    parser.add_argument("--accept-best", action="store_true",
+                        help="accept the best verified candidate of each round")
+    add_settings_flags(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    raise Cudal1Error("the headless runner is not built yet")

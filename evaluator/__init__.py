@@ -1,0 +1,34 @@
+"""The runtime side of cudal1-tui: compile, verify and time candidates honestly.
+
+Importing this package never imports torch: the schema and the process launcher
+are torch-free so the UI process can use them. Torch is imported only inside the
+evaluator's own subprocesses (``python -m evaluator``).
+"""
+
+from evaluator.schema import (
+    JOB_VERSION,
+    RESULT_VERSION,
+    Flag,
+    Job,
+    ProbeJob,
+    ProbeResult,
+    Result,
+    RewardSpec,
+    TensorSpec,
+    TimingSummary,
+    TrialReport,
+)
+
+__all__ = [
+    "JOB_VERSION",
+    "RESULT_VERSION",
+    "Flag",
+    "Job",
+    "ProbeJob",
+    "ProbeResult",
+    "Result",
+    "RewardSpec",
+    "TensorSpec",
+    "TimingSummary",
+    "TrialReport",
+]
