@@ -67,9 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
         return code
     except Cudal1Error as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {exc.message}", highlight=False)
+        err = Console(stderr=True, soft_wrap=True, highlight=False)
+        err.print(f"[bold red]error:[/] {exc.message}")
         if exc.fix:
-            Console(stderr=True).print(f"[bold]fix:[/] {exc.fix}", highlight=False)
+            err.print(f"[bold]fix:[/] {exc.fix}")
         return 1
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted; the session is saved.")

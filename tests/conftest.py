@@ -1,0 +1,65 @@
+"""Shared fixtures. Add yours below; keep each one documented."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
+
+# Two scripted replies in the generation protocol, each with reasoning.
+REPLAY_REPLIES: tuple[Reply, ...] = (
+    Reply(
+        content="## Performance Analysis\nThe diagonal matrix is materialised.\n\n"
+        "## Algorithm Design\nBroadcast multiply.\n\n## Code Implementation\n"
+        "```python\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n\n"
+        "    def forward(self, a, b):\n        return a.unsqueeze(1) * b\n```\n",
+        reasoning="diag(A) @ B scales the rows of B; no n x n matrix is needed.",
+    ),
+    Reply(
+        content="## Performance Analysis\nSecond idea.\n\n## Algorithm Design\nSame.\n\n"
+        "## Code Implementation\n```python\nclass ModelNew:\n    pass\n```\n",
+        reasoning="A second, shorter answer.",
+    ),
+)
+
+
+@pytest.fixture
+def replay_replies() -> tuple[Reply, ...]:
+    """The replies ``replay_server`` serves by default, in order."""
+    return REPLAY_REPLIES
+
+
+@pytest.fixture
+def replay_server() -> Iterator[Callable[..., ReplayServer]]:
+    """Start real replay servers on ephemeral ports: ``replay_server(latency_s=0.01, ...)``.
+
+    Keyword arguments are ``ReplayConfig`` fields; ``replies`` defaults to ``REPLAY_REPLIES``
+    unless a ``source`` is given. Every server started is stopped after the test.
+    """
+    started: list[ReplayServer] = []
+
+    def start(**fields: Any) -> ReplayServer:
+        if "source" not in fields:
+            fields.setdefault("replies", REPLAY_REPLIES)
+        server = ReplayServer(ReplayConfig(**fields))
+        server.start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def closed_port_url() -> str:
+    """A base URL on 127.0.0.1 where nothing listens (a port just bound and released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
