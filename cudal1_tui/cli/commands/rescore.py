@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from cudal1_tui.cli.options import add_settings_flags
-from cudal1_tui.errors import Cudal1Error
+from rich.console import Console
+from rich.table import Table
+
+from cudal1_tui.cli.commands.sessions import speed
+from cudal1_tui.cli.options import add_settings_flags, settings_from_args
+from cudal1_tui.config import sessions_dir
+from cudal1_tui.store import Session
+from cudal1_tui.store.rescore import (
+    RescoredRow,
+    parse_params,
+    rescore,
+    rescored_path,
+    write_rescored,
+)
 
 NAME = "rescore"
 
@@ -20,5 +32,26 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(handler=run)
 
 
+def _table(rows: list[RescoredRow], title: str) -> Table:
+    table = Table(title=title)
+    for column in ("record", "status", "speedup", "old reward", "new reward"):
+        table.add_column(column, overflow="fold", no_wrap=column == "record")
+    for row in rows:
+        table.add_row(row.record_id, row.status, speed(row.speedup), f"{row.old_reward:.4g}",
+                      f"{row.reward:.4g}")
+    return table
+
+
 def run(args: argparse.Namespace) -> int:
-    raise Cudal1Error("rescoring is not built yet")
+    root = sessions_dir(settings_from_args(args).settings)
+    params = parse_params(args.param)
+    with Session.open(args.session, root, readonly=True) as session:
+        rows = rescore(session.records(), args.formula, params)
+        path = rescored_path(session.path, args.formula)
+        write_rescored(path, rows)
+    shown = ", ".join(f"{k}={v:g}" for k, v in params.items()) or "default parameters"
+    console = Console()
+    console.print(_table(rows, f"{args.formula} ({shown})"))
+    console.print(f"wrote {len(rows)} rows to {path} (the trace is unchanged); "
+                  f"export with `--rescored {args.formula}` to use them")
+    return 0

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 
-from cudal1_tui.cli.options import add_settings_flags
-from cudal1_tui.errors import Cudal1Error
+from rich.console import Console
+from rich.table import Table
+
+from cudal1_tui.cli.options import add_settings_flags, settings_from_args
+from cudal1_tui.config import sessions_dir
+from cudal1_tui.store import SessionSummary, list_sessions
 
 NAME = "sessions"
 
@@ -17,5 +22,28 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(handler=run)
 
 
+def speed(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def _table(rows: list[SessionSummary], root: str) -> Table:
+    table = Table(title=f"sessions in {root}")
+    for column in ("id", "problem", "cands", "best", "accepted", "model"):
+        table.add_column(column, justify="right" if column == "cands" else "left",
+                         overflow="fold", no_wrap=column == "id")
+    for s in rows:
+        table.add_row(s.session_id, s.problem, str(s.candidates), speed(s.best_speedup),
+                      speed(s.accepted_speedup), s.model or "-")
+    return table
+
+
 def run(args: argparse.Namespace) -> int:
-    raise Cudal1Error("sessions are not built yet")
+    root = sessions_dir(settings_from_args(args).settings)
+    rows = list_sessions(root)
+    if args.json:
+        print(json.dumps([s.to_dict() for s in rows], indent=2))
+    elif not rows:
+        Console().print(f"no sessions in {root} yet; start one with `cudal1-tui FILE`")
+    else:
+        Console().print(_table(rows, str(root)))
+    return 0

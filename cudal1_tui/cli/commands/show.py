@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import json
+from typing import Any
 
-from cudal1_tui.cli.options import add_settings_flags
-from cudal1_tui.errors import Cudal1Error
+from rich.console import Console
+from rich.table import Table
+
+from cudal1_tui.cli.commands.sessions import speed
+from cudal1_tui.cli.options import add_settings_flags, settings_from_args
+from cudal1_tui.config import sessions_dir
+from cudal1_tui.store import Session
+from cudal1_tui.store.measure import flag_codes
+from cudal1_tui.store.records import CandidateRecord
 
 NAME = "show"
 
@@ -18,5 +27,63 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(handler=run)
 
 
+def candidate_row(r: CandidateRecord) -> dict[str, Any]:
+    return {"record_id": r.record_id, "round": r.round, "slot": r.slot, "source": r.source,
+            "status": r.status, "speedup": r.speedup, "reward": r.reward,
+            "flags": flag_codes(r.result), "decision": r.decision}
+
+
+def _as_json(session: Session) -> dict[str, Any]:
+    meta = session.meta.to_dict()
+    meta.pop("problem_source", None)
+    best, accepted = session.best(), session.accepted()
+    return {
+        "session": meta,
+        "path": str(session.path),
+        "candidates": [candidate_row(r) for r in session.records()],
+        "best": best.record_id if best else None,
+        "accepted": accepted.record_id if accepted else None,
+        "history": [{"sha": e.sha, "action": e.action, "record_id": e.record_id,
+                     "summary": e.summary, "at": e.committed_at}
+                    for e in session.history_log()],
+        "warnings": session.warnings,
+    }
+
+
+def _candidates_table(session: Session) -> Table:
+    table = Table(title=f"{session.id} — {session.meta.problem_name}")
+    for column in ("round", "slot", "record", "source", "status", "speedup", "reward",
+                   "flags", "decision"):
+        table.add_column(column, overflow="fold", no_wrap=column == "record")
+    for r in session.records():
+        status = f"[green]{r.status}[/]" if r.status == "ok" else f"[red]{r.status}[/]"
+        table.add_row(str(r.round), str(r.slot), r.record_id, r.source, status,
+                      speed(r.speedup), f"{r.reward:.3g}", ",".join(flag_codes(r.result)),
+                      r.decision)
+    return table
+
+
+def _print(console: Console, session: Session) -> None:
+    meta = session.meta
+    console.print(f"[bold]{meta.problem_name}[/]  {meta.problem_path}\n"
+                  f"session {session.id}  created {meta.created_at}  model {meta.model or '-'}\n"
+                  f"folder  {session.path}")
+    for warning in session.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    console.print(_candidates_table(session))
+    best = session.best()
+    console.print(f"best: {speed(best.speedup) if best else '-'}"
+                  f"{f' ({best.record_id})' if best else ''}")
+    console.print("[bold]accepted line[/] (git log, newest first):")
+    for entry in session.history_log():
+        console.print(f"  {entry.sha[:10]}  {entry.summary}", highlight=False)
+
+
 def run(args: argparse.Namespace) -> int:
-    raise Cudal1Error("sessions are not built yet")
+    root = sessions_dir(settings_from_args(args).settings)
+    with Session.open(args.session, root, readonly=True) as session:
+        if args.json:
+            print(json.dumps(_as_json(session), indent=2))
+        else:
+            _print(Console(), session)
+    return 0

@@ -1,0 +1,108 @@
+"""What every exporter shares: options, the sessions' material, filters, writers."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.store.rescore import read_rescored, rescored_path
+from cudal1_tui.store.session import Session
+
+GOOD_SPEEDUP = 1.01  # CUDA-L1's threshold: below it a candidate is not an improvement
+
+
+@dataclass
+class ExportOptions:
+    """Filters and choices shared by the formats.
+
+    ``min_speedup`` None means the format's default (1.01 for ``openai-chat``, no filter
+    elsewhere). ``rescored`` names a formula whose ``rescored-<formula>.jsonl`` (written by
+    ``cudal1-tui rescore``) replaces the trace's rewards.
+    """
+
+    min_speedup: float | None = None
+    only_accepted: bool = False
+    with_reasoning: bool = False
+    rescored: str = ""
+
+
+@dataclass
+class SessionData:
+    """One session as exporters see it: records with decisions folded in."""
+
+    session_id: str
+    path: Path
+    problem_name: str
+    reference_source: str
+    records: list[CandidateRecord]
+    accepted: CandidateRecord | None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def load_session(session: Session, options: ExportOptions) -> SessionData:
+    records = session.records()
+    if options.rescored:
+        scores = read_rescored(rescored_path(session.path, options.rescored))
+        records = [replace(r, reward=scores.get(r.record_id, r.reward),
+                           reward_formula=options.rescored) for r in records]
+    accepted = session.accepted()
+    if accepted is not None:
+        accepted = next(r for r in records if r.record_id == accepted.record_id)
+    return SessionData(session.id, session.path, session.meta.problem_name,
+                       session.reference_source, records, accepted, session.meta.to_dict())
+
+
+def selected(
+    data: SessionData, options: ExportOptions, default_min: float | None = None
+) -> list[CandidateRecord]:
+    """The records that pass ``--only-accepted`` and ``--min-speedup``, in trace order."""
+    minimum = options.min_speedup if options.min_speedup is not None else default_min
+    out = []
+    for record in data.records:
+        if options.only_accepted and record.decision != "accepted":
+            continue
+        if minimum is not None and not is_fast(record, minimum):
+            continue
+        out.append(record)
+    return out
+
+
+def is_fast(record: CandidateRecord, minimum: float) -> bool:
+    return record.status == "ok" and record.speedup is not None and record.speedup >= minimum
+
+
+def has_completion(record: CandidateRecord) -> bool:
+    """A model answer with its prompt (built-in proposer candidates have neither)."""
+    return bool(record.prompt_messages) and bool(record.raw_response.strip())
+
+
+def prompt_of(record: CandidateRecord) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in record.prompt_messages
+            if m.role != "assistant"]
+
+
+def completion_text(record: CandidateRecord, with_reasoning: bool) -> str:
+    """The model's raw answer; with reasoning, prefixed as ``<think>…</think>``."""
+    if with_reasoning and record.reasoning.strip():
+        return f"<think>\n{record.reasoning.strip()}\n</think>\n\n{record.raw_response}"
+    return record.raw_response
+
+
+def assistant(record: CandidateRecord, with_reasoning: bool) -> dict[str, str]:
+    return {"role": "assistant", "content": completion_text(record, with_reasoning)}
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write atomically: a half-written export never replaces a good one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,46 @@
+"""``trl``: conversational prompt/completion rows with reward columns.
+
+``prompt`` is the chat list, ``completion`` the assistant turn; ``reward``, ``speedup``,
+``status``, ``reference_code``, ``problem_name``, ``record_id`` and ``session_id`` are
+extra columns (TRL's GRPO passes every extra column to reward functions as a kwarg).
+Every model candidate is kept (failures carry reward 0) unless filters say otherwise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cudal1_tui.store.export.common import (
+    ExportOptions,
+    SessionData,
+    assistant,
+    has_completion,
+    prompt_of,
+    selected,
+    write_jsonl,
+)
+from cudal1_tui.store.records import CandidateRecord
+
+EXTENSION = "jsonl"
+
+
+def row(data: SessionData, record: CandidateRecord, options: ExportOptions) -> dict[str, Any]:
+    return {
+        "prompt": prompt_of(record),
+        "completion": [assistant(record, options.with_reasoning)],
+        "reward": float(record.reward),
+        "speedup": record.speedup,
+        "status": record.status,
+        "reference_code": data.reference_source,
+        "problem_name": data.problem_name,
+        "record_id": record.record_id,
+        "session_id": data.session_id,
+    }
+
+
+def write(sessions: list[SessionData], options: ExportOptions, path: Path) -> int:
+    rows = [row(data, r, options) for data in sessions for r in selected(data, options)
+            if has_completion(r)]
+    write_jsonl(path, rows)
+    return len(rows)

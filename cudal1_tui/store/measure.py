@@ -1,0 +1,57 @@
+"""Read what a stored ``result`` (``evaluator.Result.to_dict()``) measured.
+
+Timing keys are the evaluator's: ``timing["reference"]`` (eager reference, timed beside the
+candidate) and ``timing["candidate"]``. Results without both fall back to the stored
+``speedup``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+CANDIDATE_KEYS = ("candidate",)
+REFERENCE_KEYS = ("reference",)
+
+
+def median_ms(result: Mapping[str, Any], keys: tuple[str, ...]) -> float | None:
+    timing = result.get("timing") or {}
+    if not isinstance(timing, Mapping):
+        return None
+    for key in keys:
+        summary = timing.get(key)
+        if isinstance(summary, Mapping):
+            value = summary.get("median_ms")
+            if isinstance(value, int | float) and math.isfinite(value) and value > 0:
+                return float(value)
+    return None
+
+
+def candidate_ms(result: Mapping[str, Any]) -> float | None:
+    return median_ms(result, CANDIDATE_KEYS)
+
+
+def reference_ms(result: Mapping[str, Any]) -> float | None:
+    return median_ms(result, REFERENCE_KEYS)
+
+
+def speedup_from_result(result: Mapping[str, Any]) -> float | None:
+    """reference median / candidate median, else the stored speedup; None when unknown."""
+    ref, cand = reference_ms(result), candidate_ms(result)
+    if ref is not None and cand is not None:
+        return ref / cand
+    stored = result.get("speedup")
+    return float(stored) if isinstance(stored, int | float) else None
+
+
+def max_errors(result: Mapping[str, Any]) -> tuple[float, float]:
+    """(max abs error, max rel error) over the correctness trials."""
+    trials = [t for t in result.get("trials") or [] if isinstance(t, Mapping)]
+    abs_err = max((float(t.get("max_abs_err", 0.0)) for t in trials), default=0.0)
+    rel_err = max((float(t.get("max_rel_err", 0.0)) for t in trials), default=0.0)
+    return abs_err, rel_err
+
+
+def flag_codes(result: Mapping[str, Any]) -> list[str]:
+    return [str(f.get("code", "")) for f in result.get("flags") or [] if isinstance(f, Mapping)]

@@ -1,0 +1,263 @@
+"""Each export format, loaded the way its target tool loads it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from store_builders import populated_session
+
+from cudal1_tui.errors import ExportError
+from cudal1_tui.store import Session
+from cudal1_tui.store.export import ExportOptions, export_sessions
+from cudal1_tui.store.export.verl_reward import compute_score
+from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.store.rescore import rescore, rescored_path, write_rescored
+
+
+@pytest.fixture(autouse=True)
+def no_global_git_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "sessions"
+
+
+@pytest.fixture
+def made(root: Path) -> tuple[Session, dict[str, CandidateRecord]]:
+    session, recs = populated_session(root)
+    session.close()
+    return session, recs
+
+
+def run_export(root: Path, fmt: str, out: Path, refs: list[str], **options: Any) -> int:
+    result = export_sessions(refs, fmt, ExportOptions(**options), out, root)
+    assert result.path == out and out.is_file()
+    return result.rows
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def is_chat(messages: object, roles: list[str]) -> bool:
+    return isinstance(messages, list) and [m["role"] for m in messages] == roles and all(
+        set(m) == {"role", "content"} and isinstance(m["content"], str) and m["content"]
+        for m in messages)
+
+
+def test_openai_chat_keeps_good_model_answers(made: Any, root: Path, tmp_path: Path) -> None:
+    session, _ = made
+    out = tmp_path / "sft.jsonl"
+    assert run_export(root, "openai-chat", out, [session.id]) == 2  # 2.0x and 4.0x; not 1.005x
+    rows = read_jsonl(out)
+    for row in rows:
+        assert set(row) == {"messages"}
+        assert is_chat(row["messages"], ["system", "user", "assistant"])
+        assert row["messages"][2]["content"].startswith("## Performance Analysis")
+        assert "<think>" not in row["messages"][2]["content"]
+    assert run_export(root, "openai-chat", out, [session.id], min_speedup=3.0) == 1
+    assert run_export(root, "openai-chat", out, [session.id], only_accepted=True) == 1
+    assert run_export(root, "openai-chat", out, [session.id], with_reasoning=True) == 2
+    assert read_jsonl(out)[0]["messages"][2]["content"].startswith(
+        "<think>\nthinking about slot 0\n</think>\n\n## Performance Analysis")
+
+
+def test_trl_rows_carry_reward_columns(made: Any, root: Path, tmp_path: Path) -> None:
+    session, recs = made
+    out = tmp_path / "trl.jsonl"
+    assert run_export(root, "trl", out, [session.id]) == 4  # every model answer, failures too
+    rows = read_jsonl(out)
+    expected = {"prompt", "completion", "reward", "speedup", "status", "reference_code",
+                "problem_name", "record_id", "session_id"}
+    for row in rows:
+        assert set(row) == expected
+        assert is_chat(row["prompt"], ["system", "user"])
+        assert is_chat(row["completion"], ["assistant"])
+        assert isinstance(row["reward"], float) and isinstance(row["status"], str)
+        assert row["speedup"] is None or isinstance(row["speedup"], float)
+        assert "class Model(nn.Module)" in row["reference_code"]
+    by_id = {row["record_id"]: row for row in rows}
+    assert by_id[recs["r2s1"].record_id]["reward"] == 3.0
+    assert by_id[recs["r1s1"].record_id]["status"] == "incorrect"
+
+    # GRPO calls reward functions with every extra column as a keyword argument
+    columns = {k: [row[k] for row in rows] for k in expected - {"prompt", "completion"}}
+
+    def logged_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+        assert len(kwargs["reference_code"]) == len(completions)
+        return [float(r) for r in kwargs["reward"]]
+
+    batch = logged_reward([r["prompt"] for r in rows], [r["completion"] for r in rows], **columns)
+    assert batch == [row["reward"] for row in rows]
+
+
+def test_trl_rows_load_with_datasets(made: Any, root: Path, tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")  # optional: not needed by cudal1-tui
+    session, _ = made
+    out = tmp_path / "trl.jsonl"
+    run_export(root, "trl", out, [session.id])
+    dataset = datasets.load_dataset("json", data_files=str(out), split="train")
+    assert {"prompt", "completion", "reward"} <= set(dataset.column_names)
+
+
+def test_trl_preference_pairs_answers_to_one_prompt(made: Any, root: Path,
+                                                    tmp_path: Path) -> None:
+    session, recs = made
+    out = tmp_path / "pref.jsonl"
+    assert run_export(root, "trl-preference", out, [session.id]) == 2
+    rows = {row["pair_reason"]: row for row in read_jsonl(out)}
+    by_decision, by_reward = rows["decision"], rows["reward"]
+    assert (by_decision["chosen_record_id"], by_decision["rejected_record_id"]) == (
+        recs["r1s0"].record_id, recs["r1s1"].record_id)
+    assert (by_reward["chosen_record_id"], by_reward["rejected_record_id"]) == (
+        recs["r2s1"].record_id, recs["r2s0"].record_id)
+    for row in rows.values():
+        assert is_chat(row["prompt"], ["system", "user"])
+        assert is_chat(row["chosen"], ["assistant"]) and is_chat(row["rejected"], ["assistant"])
+        assert row["chosen"] != row["rejected"]
+        assert row["chosen_reward"] >= row["rejected_reward"]
+    assert "(round 2)" in by_reward["prompt"][1]["content"]
+    assert run_export(root, "trl-preference", out, [session.id], min_speedup=3.0) == 1
+
+
+def test_verl_parquet_schema_and_reward_function(made: Any, root: Path, tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    session, recs = made
+    out = tmp_path / "train.parquet"
+    assert run_export(root, "verl", out, [session.id]) == 4
+    table = pq.read_table(out)
+    schema = table.schema
+    assert schema.names == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+    assert schema.field("data_source").type == pa.string()
+    prompt = schema.field("prompt").type
+    assert pa.types.is_list(prompt) and pa.types.is_struct(prompt.value_type)
+    assert [f.name for f in prompt.value_type] == ["role", "content"]
+    reward_model = schema.field("reward_model").type
+    assert [f.name for f in reward_model] == ["style", "ground_truth"]
+    extra = schema.field("extra_info").type
+    assert {"split", "index"} <= {f.name for f in extra}
+    assert extra.field("index").type == pa.int64()
+    rows = table.to_pylist()
+    assert [r["extra_info"]["index"] for r in rows] == [0, 1, 2, 3]
+    for row in rows:
+        assert row["data_source"] == "cudal1-tui/scale_linear"
+        assert row["ability"] == "cuda-optimization"
+        assert row["reward_model"]["style"] == "rule"
+        assert row["extra_info"]["split"] == "train"
+        assert is_chat(row["prompt"], ["system", "user"])
+        logged = compute_score(row["data_source"], "any answer",
+                               row["reward_model"]["ground_truth"], row["extra_info"])
+        assert logged == row["extra_info"]["reward"]
+    best = next(r for r in rows if r["extra_info"]["record_id"] == recs["r2s1"].record_id)
+    assert best["extra_info"]["speedup"] == 4.0 and best["extra_info"]["reward"] == 3.0
+    assert compute_score("other/source", "", "", {"reward": 5.0}) == 0.0
+    assert compute_score("cudal1-tui/x", "", "", None) == 0.0
+
+
+def test_verl_without_pyarrow_says_what_to_install(made: Any, root: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # what a missing package looks like
+    session, _ = made
+    with pytest.raises(ExportError) as err:
+        export_sessions([session.id], "verl", ExportOptions(), tmp_path / "x.parquet", root)
+    assert "cudal1-tui[export]" in err.value.fix
+
+
+def test_jsonl_merges_sessions_with_decisions(made: Any, root: Path, tmp_path: Path) -> None:
+    first, recs = made
+    second, _ = populated_session(root)
+    second.close()
+    out = tmp_path / "all.jsonl"
+    assert run_export(root, "jsonl", out, [first.id, second.id]) == 10
+    rows = read_jsonl(out)
+    assert [r["session_id"] for r in rows] == [first.id] * 5 + [second.id] * 5
+    records = [CandidateRecord.from_dict(r) for r in rows]
+    assert {r.record_id: r.decision for r in records}[recs["r1s1"].record_id] == "rejected"
+    assert all(r["kind"] == "candidate" and r["schema_version"] == 1 for r in rows)
+    assert run_export(root, "jsonl", out, [first.id, second.id], only_accepted=True) == 2
+
+
+def import_file(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_module_imports_in_place_of_the_reference(made: Any, root: Path, tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    session, recs = made
+    out = tmp_path / "modules" / "optimized.py"
+    assert run_export(root, "module", out, [session.id]) == 1
+    text = out.read_text()
+    for fact in ("2.00x", "median 2 ms -> 1 ms", "NVIDIA H100 80GB HBM3", "torch 2.13.0",
+                 "cuda 13.0", "strict (float32 1e-04, float16 1e-02)", "max abs err 6e-06",
+                 session.id, recs["r1s0"].record_id, "from optimized import Model"):
+        assert fact in text, fact
+    optimized = import_file(out, "optimized")
+    reference = import_file(session.path / "problem.py", "reference_problem")
+    model = optimized.Model(*optimized.get_init_inputs())
+    ref_model = reference.Model(*reference.get_init_inputs())
+    model.load_state_dict(ref_model.state_dict())
+    (x,) = optimized.get_inputs()
+    assert x.shape == (4, 8)
+    torch.testing.assert_close(model(x), ref_model(x))
+
+
+def test_module_needs_one_session_with_an_accept(made: Any, root: Path, tmp_path: Path) -> None:
+    session, _ = made
+    with Session.open(session.id, root) as writer:
+        writer.undo()
+    with pytest.raises(ExportError, match="no accepted candidate") as err:
+        export_sessions([session.id], "module", ExportOptions(), tmp_path / "m.py", root)
+    assert "accept one" in err.value.fix
+    with pytest.raises(ExportError, match="one session at a time"):
+        export_sessions([session.id, session.id], "module", ExportOptions(), tmp_path / "m.py",
+                        root)
+
+
+def test_rescored_rewards_replace_the_logged_ones(made: Any, root: Path, tmp_path: Path) -> None:
+    session, recs = made
+    out = tmp_path / "trl.jsonl"
+    with pytest.raises(Exception, match="no rescored file"):
+        run_export(root, "trl", out, [session.id], rescored="binary")
+    with Session.open(session.id, root, readonly=True) as reader:
+        write_rescored(rescored_path(reader.path, "binary"),
+                       rescore(reader.records(), "binary", {}))
+    run_export(root, "trl", out, [session.id], rescored="binary")
+    rewards = {r["record_id"]: r["reward"] for r in read_jsonl(out)}
+    assert rewards[recs["r2s1"].record_id] == 1.0 and rewards[recs["r1s1"].record_id] == 0.0
+
+
+def test_export_command_default_path_and_counts(made: Any, root: Path, tmp_path: Path) -> None:
+    session, _ = made
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run([sys.executable, "-m", "cudal1_tui", "export", session.id[-6:],
+                           "--format", "trl", "--sessions-dir", str(root)], cwd=work,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    expected = work / f"trl-{date.today().isoformat()}.jsonl"
+    assert len(read_jsonl(expected)) == 4
+    assert "wrote 4 rows from 1 session(s)" in done.stdout
+    failed = subprocess.run([sys.executable, "-m", "cudal1_tui", "export", session.id,
+                             "--format", "jsonl", "--rescored", "log_speedup",
+                             "--sessions-dir", str(root)], cwd=work, capture_output=True,
+                            text=True, timeout=120)
+    assert failed.returncode == 1 and "cudal1-tui rescore" in failed.stderr
+    assert "Traceback" not in failed.stderr
