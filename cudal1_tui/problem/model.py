@@ -1,0 +1,103 @@
+"""What static inspection learns about a problem file (plain dataclasses, JSON-friendly)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from cudal1_tui.problem.contract import CONTRACT
+
+IssueSeverity = Literal["error", "warning"]
+ParamKind = Literal["positional", "var_positional", "keyword_only", "var_keyword"]
+
+
+@dataclass
+class Issue:
+    """One thing wrong (or dubious) in the file; line and col are 1-based, 0 when global."""
+
+    message: str
+    line: int = 0
+    col: int = 0
+    severity: IssueSeverity = "error"
+
+    def render(self, path: str) -> str:
+        where = f"{path}:{self.line}:{self.col}" if self.line else path
+        return f"{where}: {self.severity}: {self.message}"
+
+
+@dataclass
+class Param:
+    name: str
+    default: str | None = None  # source text of the default, None when required
+    kind: ParamKind = "positional"
+    annotation: str | None = None
+
+
+@dataclass
+class Signature:
+    """A method's parameters without ``self``."""
+
+    params: list[Param] = field(default_factory=list)
+    line: int = 0
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.params]
+
+    def render(self) -> str:
+        parts = []
+        for p in self.params:
+            prefix = {"var_positional": "*", "var_keyword": "**"}.get(p.kind, "")
+            parts.append(prefix + p.name + (f"={p.default}" if p.default is not None else ""))
+        return "(" + ", ".join(parts) + ")"
+
+
+@dataclass
+class SizeConstant:
+    """A module-level ``NAME = <int or float literal>``; byte offsets locate the literal."""
+
+    name: str
+    value: int | float
+    line: int
+    start_byte: int
+    end_byte: int
+
+
+@dataclass
+class Inspection:
+    path: str
+    problems: list[Issue] = field(default_factory=list)
+    forward: Signature | None = None
+    init: Signature | None = None
+    sizes: list[SizeConstant] = field(default_factory=list)
+    imports: list[str] = field(default_factory=list)
+    docstring: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def errors(self) -> list[Issue]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Issue]:
+        return [p for p in self.problems if p.severity == "warning"]
+
+    def size_values(self) -> dict[str, int | float]:
+        return {s.name: s.value for s in self.sizes}
+
+    def report(self) -> str:
+        """All findings in one message; the expected contract follows when anything is wrong."""
+        if not self.problems:
+            return f"{self.path}: ok"
+        lines = [p.render(self.path) for p in self.problems]
+        if self.errors:
+            lines += ["", CONTRACT]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        return data
