@@ -1,7 +1,6 @@
 """Runtime integrity checks used inside the evaluator's worker process.
 
-INTERFACE FIRST: the worker (evaluator core) calls these at fixed points; the
-bodies are filled in by the integrity work. Each returns ``Flag``s.
+The worker (evaluator core) calls these at fixed points. Each returns ``Flag``s.
 
 Call order in the worker:
     guard = install_guards()                 # before the candidate is imported
@@ -10,67 +9,179 @@ Call order in the worker:
     ... import candidate (compile) ...
     flags += diff_globals(before, snapshot_globals())
     flags += check_candidate_namespace(problem_ns, candidate_ns)
+    guard.lock_down()                        # records -> refuses; re-snapshots the globals
     flags += check_outputs(outputs, expected)   # per trial, before numeric comparison
-    flags += guard.findings()                # threads, streams, audit events seen
+    flags += guard.findings()                # threads, streams, audit events, late patches
     changed = diff_settings(settings0, snapshot_settings()); restore_settings(settings0)
+
+The pieces live in ``evaluator.guard`` (audit hook, threads, streams) and
+``evaluator.snapshots`` (library identities, global settings); this module is the contract.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import types
+from collections.abc import Iterable
 from typing import Any
 
+import torch
+
+from evaluator.guard import Guard
+from evaluator.guard import install as _install
 from evaluator.schema import Flag
+from evaluator.snapshots import (
+    GlobalsSnapshot,
+    SettingsSnapshot,
+    diff_globals,
+    diff_settings,
+    restore_settings,
+    snapshot_globals,
+    snapshot_settings,
+)
+
+__all__ = [
+    "GlobalsSnapshot",
+    "Guard",
+    "SettingsSnapshot",
+    "check_candidate_namespace",
+    "check_outputs",
+    "diff_globals",
+    "diff_settings",
+    "install_guards",
+    "restore_settings",
+    "snapshot_globals",
+    "snapshot_settings",
+]
+
+_INPUT_FUNCTIONS = ("get_inputs", "get_init_inputs")
 
 
-@dataclass
-class GlobalsSnapshot:
-    ids: dict[str, int] = field(default_factory=dict)
+def install_guards(allowed_write_dirs: Iterable[str] = (),
+                   trusted_dirs: Iterable[str] = ()) -> Guard:
+    """Start watching: audit hook (processes, sockets, ctypes, frames, gc, file writes),
+    thread starts and CUDA stream creation by candidate code. The temp dir is always writable;
+    ``trusted_dirs`` adds library locations beyond the stdlib, site-packages and this package."""
+    return _install(allowed_write_dirs, trusted_dirs)
 
 
-@dataclass
-class SettingsSnapshot:
-    values: dict[str, Any] = field(default_factory=dict)
+# -- the candidate's module namespace ---------------------------------------------------------
+
+def check_candidate_namespace(problem_ns: dict[str, Any], candidate_ns: dict[str, Any]
+                              ) -> list[Flag]:
+    flags: list[Flag] = []
+    model_new = candidate_ns.get("ModelNew")
+    if not isinstance(model_new, type):
+        flags.append(Flag("missing_modelnew", "the candidate defines no class ModelNew"))
+    else:
+        flags += _reference_in_mro(model_new, problem_ns.get("Model"))
+    for name in _INPUT_FUNCTIONS:
+        mine, theirs = candidate_ns.get(name), problem_ns.get(name)
+        if mine is not None and mine is not theirs and not _same_function(mine, theirs):
+            flags.append(Flag("own_inputs", f"the candidate defines its own `{name}` (ignored: "
+                              "the evaluator makes inputs from the problem)", "warn"))
+    for name, value in problem_ns.items():
+        if name.startswith("_") or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if name in candidate_ns and candidate_ns[name] != value:
+            flags.append(Flag("size_changed", f"the candidate sets `{name}` = "
+                              f"{candidate_ns[name]!r}, the problem {value!r} (ignored: sizes "
+                              "belong to the problem)", "warn"))
+    return flags
 
 
-class Guard:
-    """Runtime watch installed before the candidate runs (audit hook, threads, streams)."""
-
-    def findings(self) -> list[Flag]:
-        return []
-
-    def lock_down(self) -> None:
-        """Called after the candidate is imported and built: from now on no subprocess,
-        socket, ctypes or frame/gc walking is allowed."""
-
-
-def install_guards() -> Guard:
-    return Guard()
-
-
-def snapshot_globals() -> GlobalsSnapshot:
-    return GlobalsSnapshot()
-
-
-def diff_globals(before: GlobalsSnapshot, after: GlobalsSnapshot) -> list[Flag]:
+def _reference_in_mro(model_new: type, model: Any) -> list[Flag]:
+    ref_forward = getattr(model, "forward", None)
+    for base in model_new.__mro__[1:]:
+        if base in (torch.nn.Module, object):
+            continue
+        if base is model or base.__name__ == "Model" or \
+                _same_function(base.__dict__.get("forward"), ref_forward):
+            return [Flag("modelnew_is_reference", f"ModelNew derives from `{base.__name__}`, the "
+                         "reference: it would run the reference instead of its own code")]
     return []
 
 
-def snapshot_settings() -> SettingsSnapshot:
-    return SettingsSnapshot()
+def _same_function(a: Any, b: Any) -> bool:
+    code_a, code_b = getattr(a, "__code__", None), getattr(b, "__code__", None)
+    if not isinstance(code_a, types.CodeType) or not isinstance(code_b, types.CodeType):
+        return False
+    return _same_code(code_a, code_b)
 
 
-def diff_settings(before: SettingsSnapshot, after: SettingsSnapshot) -> dict[str, Any]:
-    return {}
+def _same_code(a: types.CodeType, b: types.CodeType) -> bool:
+    if a.co_code != b.co_code or a.co_names != b.co_names or len(a.co_consts) != len(b.co_consts):
+        return False
+    for x, y in zip(a.co_consts, b.co_consts, strict=True):
+        if isinstance(x, types.CodeType) and isinstance(y, types.CodeType):
+            if not _same_code(x, y):
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
 
 
-def restore_settings(snapshot: SettingsSnapshot) -> None:
-    return None
-
-
-def check_candidate_namespace(problem_ns: dict[str, Any], candidate_ns: dict[str, Any]) -> list[Flag]:
-    return []
-
+# -- outputs ----------------------------------------------------------------------------------
 
 def check_outputs(outputs: Any, expected: Any) -> list[Flag]:
-    return []
+    """Outputs must mirror the reference's structure and be plain tensors with real storage of
+    the right shape, dtype and device (no subclasses, meta, fake or lazy tensors)."""
+    return list(_check(outputs, expected, "output"))
+
+
+def _check(out: Any, exp: Any, path: str) -> Iterable[Flag]:
+    if isinstance(exp, torch.Tensor):
+        yield from _check_tensor(out, exp, path)
+    elif isinstance(exp, tuple | list):
+        if not isinstance(out, tuple | list) or len(out) != len(exp):
+            got = f"{type(out).__name__} of {len(out)}" if isinstance(out, tuple | list) \
+                else type(out).__name__
+            yield Flag("output_structure", f"{path}: expected a {type(exp).__name__} of "
+                       f"{len(exp)}, got {got}")
+            return
+        for i, (o, e) in enumerate(zip(out, exp, strict=True)):
+            yield from _check(o, e, f"{path}[{i}]")
+    elif isinstance(out, torch.Tensor) or type(out) is not type(exp):
+        yield Flag("output_structure", f"{path}: expected {type(exp).__name__}, got "
+                   f"{type(out).__name__}")
+
+
+def _check_tensor(out: Any, exp: torch.Tensor, path: str) -> Iterable[Flag]:
+    if not isinstance(out, torch.Tensor):
+        yield Flag("output_structure", f"{path}: expected a tensor, got {type(out).__name__}")
+        return
+    if type(out) is not torch.Tensor:
+        yield Flag("output_subclass", f"{path}: a {type(out).__qualname__}, not a plain "
+                   "torch.Tensor (subclasses can compute lazily or fake their data)")
+        return
+    problem = _storage_problem(out)
+    if problem:
+        yield Flag("output_storage", f"{path}: {problem}")
+        return
+    if out.shape != exp.shape:
+        yield Flag("output_shape", f"{path}: shape {tuple(out.shape)}, expected "
+                   f"{tuple(exp.shape)}")
+    if out.dtype != exp.dtype:
+        yield Flag("output_dtype", f"{path}: dtype {out.dtype}, expected {exp.dtype}")
+    if out.device != exp.device:
+        yield Flag("output_device", f"{path}: on {out.device}, expected {exp.device}")
+    if out.numel() and exp.numel() and \
+            out.untyped_storage().data_ptr() == exp.untyped_storage().data_ptr():
+        yield Flag("output_aliases_reference", f"{path}: shares memory with the reference's "
+                   "output (the candidate found and returned the harness's tensor)")
+
+
+def _storage_problem(t: torch.Tensor) -> str:
+    if t.is_meta or t.device.type in ("meta", "lazy"):
+        return f"a {t.device.type} tensor without data"
+    if t.layout != torch.strided:
+        return f"layout {t.layout}, expected strided"
+    functorch = getattr(torch._C, "_functorch", None)
+    if functorch is not None and functorch.is_functorch_wrapped_tensor(t):
+        return "a functorch-wrapped tensor"
+    try:
+        ptr = t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError) as exc:
+        return f"no real storage ({exc})"
+    if t.numel() and ptr == 0:
+        return "no real storage (null data pointer)"
+    return ""

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import re
+import sys
 from pathlib import Path
 
-from cudal1_tui.errors import Cudal1Error
+from rich.console import Console
+from rich.table import Table
+
+from evaluator.launch import evaluate
+from evaluator.schema import Flag, Job, Result
 
 NAME = "eval"
+USAGE_ERROR = 2
+_DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,5 +34,107 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(handler=run)
 
 
+class _Usage(Exception):
+    pass
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _Usage(f"the {what} file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _Usage(f"cannot read the {what} file {path}: {exc}") from None
+
+
+def _build_dir(args: argparse.Namespace) -> str:
+    if args.build_dir is not None:
+        return str(args.build_dir.expanduser())
+    try:
+        from cudal1_tui.config import build_dir, load_settings
+
+        return str(build_dir(load_settings().settings))
+    except Exception:  # a broken config file must not stop a one-off evaluation
+        return ""
+
+
+def _job(args: argparse.Namespace) -> Job:
+    if not _DEVICE.match(args.device):
+        raise _Usage(f"bad device {args.device!r}: use cpu, cuda or cuda:N")
+    if args.trials < 1 or args.budget <= 0 or args.timeout <= 0:
+        raise _Usage("--trials must be >= 1, --budget and --timeout > 0")
+    return Job(
+        problem_source=_read(args.problem, "problem"),
+        candidate_source=_read(args.candidate, "candidate"),
+        device=args.device,
+        problem_name=args.problem.stem,
+        job_id=args.candidate.stem,
+        correctness_trials=args.trials,
+        tolerance=args.tolerance,
+        timing_budget_s=args.budget,
+        timeout_s=args.timeout,
+        compare_torch_compile=args.torch_compile,
+        build_dir=_build_dir(args) or None,
+    )
+
+
+def _gate(job: Job) -> list[Flag]:
+    """The static gate's findings, when the gate is installed."""
+    try:
+        from cudal1_tui.analysis.gate import check_candidate
+    except ImportError:
+        return []
+    return [f.to_flag() for f in check_candidate(job.candidate_source, job.problem_source)]
+
+
+def judge(job: Job, console: Console | None = None) -> Result:
+    """Static gate first; the isolated evaluation only when nothing is rejected."""
+    flags = _gate(job)
+    rejects = [f for f in flags if f.severity == "reject"]
+    if rejects:
+        reasons = "; ".join(f"{f.code}: {f.reason}" for f in rejects)
+        return Result(status="rejected", flags=flags, job_id=job.job_id,
+                      reward_formula=job.reward.name, reward_params=dict(job.reward.params),
+                      message=f"rejected by the static gate: {reasons}")
+    if console is None:
+        result = evaluate(job)
+    else:
+        with console.status("evaluating…") as status:
+            result = evaluate(job, on_progress=lambda stage, done, total, detail: status.update(
+                f"{stage} {done}/{total} {detail}".rstrip()))
+    result.flags = [*flags, *result.flags]
+    return result
+
+
+def _print_summary(result: Result, console: Console) -> None:
+    colour = "green" if result.ok else "red"
+    speed = f"{result.speedup:.3g}x" if result.speedup else "-"
+    console.print(f"[bold {colour}]{result.status}[/]  speedup {speed}  reward "
+                  f"{result.reward:.3g} ({result.reward_formula})", highlight=False)
+    if result.message:
+        console.print(result.message, highlight=False, markup=False)
+    if result.timing:
+        table = Table("timing", "median ms", "p10", "p90", "n", box=None)
+        for name, t in result.timing.items():
+            table.add_row(name, f"{t.median_ms:.4g}", f"{t.p10_ms:.4g}", f"{t.p90_ms:.4g}",
+                          str(t.n))
+        console.print(table)
+    for flag in result.flags:
+        console.print(f"[yellow]{flag.severity}[/] {flag.code}: {flag.reason}", highlight=False)
+    if result.status == "compile_error" and result.compile_log:
+        console.print(result.compile_log, highlight=False, markup=False)
+
+
 def run(args: argparse.Namespace) -> int:
-    raise Cudal1Error("the evaluator is not built yet")
+    try:
+        job = _job(args)
+    except _Usage as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    if args.json:
+        print(judge(job).to_json())
+        sys.stdout.flush()
+    else:
+        console = Console()
+        _print_summary(judge(job, console if console.is_terminal else None), console)
+    return 0

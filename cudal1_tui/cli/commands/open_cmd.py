@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cudal1_tui.cli.options import add_settings_flags
-from cudal1_tui.errors import Cudal1Error
+from cudal1_tui.cli.options import add_settings_flags, settings_from_args
+from cudal1_tui.errors import ProblemError
 
 NAME = "open"
 
@@ -15,9 +15,27 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser = sub.add_parser(NAME, help="open the app on a problem file (also: cudal1-tui FILE)")
     parser.add_argument("file", type=Path, help="a KernelBench-style problem file")
     parser.add_argument("--resume", metavar="SESSION", help="continue a session (id or path)")
+    parser.add_argument("--sizes", choices=("auto", "full", "cpu"), default="auto",
+                        help="problem sizes: the file's, or CPU-friendly ones (default: auto)")
+    # Hidden: mount the app headless, print the time to the first frame in ms, exit.
+    parser.add_argument("--measure-startup", action="store_true", help=argparse.SUPPRESS)
     add_settings_flags(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise Cudal1Error("the app is not built yet", fix="use `cudal1-tui run FILE --headless`")
+    path: Path = args.file
+    if not path.is_file():
+        raise ProblemError(f"{path}: no such file",
+                           fix="pass a KernelBench-style problem file, e.g. examples/relu.py")
+    settings = settings_from_args(args).settings
+    # Imported here so `cudal1-tui --help` and the other commands do not load Textual.
+    from cudal1_tui.ui.app import CudaL1App
+
+    app = CudaL1App(path.resolve(), settings, resume=args.resume, sizes=args.sizes,
+                    measure_startup=args.measure_startup)
+    code = app.run(headless=args.measure_startup)
+    if args.measure_startup:
+        print(f"first frame: {app.first_frame_ms:.0f} ms after the app was built "
+              f"(at {app.first_frame_at:.6f})")
+    return code if isinstance(code, int) else 0

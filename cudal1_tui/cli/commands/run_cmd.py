@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cudal1_tui.cli.options import add_settings_flags
-from cudal1_tui.errors import Cudal1Error
+from cudal1_tui.cli.options import add_settings_flags, settings_from_args
+from cudal1_tui.errors import ConfigError
 
 NAME = "run"
 
@@ -20,9 +20,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--resume", metavar="SESSION", help="continue a session (id or path)")
     parser.add_argument("--accept-best", action="store_true",
                         help="accept the best verified candidate of each round")
+    parser.add_argument("--sizes", choices=("auto", "full", "cpu"), default="auto",
+                        help="problem sizes: auto (CPU sizes on a CPU), full, or cpu "
+                             "(the file's `# cpu-sizes:` values)")
     add_settings_flags(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise Cudal1Error("the headless runner is not built yet")
+    # The engine (and what it pulls in) loads only when the command runs.
+    from cudal1_tui.engine.headless import Options, run_headless
+
+    if args.rounds < 1:
+        raise ConfigError(f"--rounds must be at least 1, got {args.rounds}")
+    settings = settings_from_args(args).settings
+    options = Options(rounds=args.rounds, resume=args.resume, accept_best=args.accept_best,
+                      sizes=args.sizes)
+    return run_headless(list(args.files), settings, options)

@@ -1,0 +1,215 @@
+"""Gate rules that compare the candidate with its problem: ModelNew, sizes, inputs, fallbacks."""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable, Iterator
+
+from tree_sitter import Node
+
+from cudal1_tui.analysis import rules_names as rn
+from cudal1_tui.analysis import treesitter as ts
+from cudal1_tui.analysis.findings import Finding
+from cudal1_tui.analysis.pymodule import PyModule
+
+_INPUT_FUNCTIONS = ("get_inputs", "get_init_inputs")
+_DEVICE_TOKENS = frozenset({"cuda", "device", "to", "cpu"})
+# Tensor plumbing shared by any code: calling these in a handler is no fallback.
+_PLUMBING = frozenset({"view", "reshape", "contiguous", "size", "dim", "item", "to", "float",
+                       "cuda", "cpu", "unsqueeze", "squeeze", "permute", "transpose", "expand",
+                       "flatten", "clone", "detach", "numel", "type", "append", "format"})
+_OPS: dict[type, Callable[..., object]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv, ast.Pow: operator.pow,
+    ast.Mod: operator.mod, ast.LShift: operator.lshift, ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
+
+
+def check(cand: PyModule, prob: PyModule) -> list[Finding]:
+    return [*_model_new(cand), *_model_use(cand), *_sizes(cand, prob), *_inputs(cand, prob),
+            *_fallbacks(cand, prob), *_precision(cand, prob)]
+
+
+def _model_new(cand: PyModule) -> Iterator[Finding]:
+    if "ModelNew" not in cand.classes():
+        yield Finding("missing_modelnew", "no top-level `class ModelNew` found: the candidate "
+                      "must define ModelNew with Model's constructor and forward signatures",
+                      "reject", 0)
+
+
+def _model_use(cand: PyModule) -> Iterator[Finding]:
+    """``class ModelNew(Model)``, ``Model(...)``, ``Model.forward``: running the reference."""
+    for node in ts.walk(cand.root):
+        if node.type != "identifier" or ts.text(node) != "Model":
+            continue
+        parent = node.parent
+        if parent is None or parent.type in ("class_definition", "import_from_statement",
+                                             "dotted_name", "aliased_import"):
+            continue
+        where = "subclasses" if parent.type == "argument_list" and \
+            parent.parent is not None and parent.parent.type == "class_definition" else "uses"
+        yield Finding("reference_fallback", f"{where} the reference `Model`: the candidate would "
+                      "run the reference instead of its own code", "reject", ts.line(node))
+
+
+def _sizes(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
+    prob_values = _constants(prob)
+    cand_assigned = cand.assignments()
+    cand_values = _constants(cand)
+    for name, value in prob_values.items():
+        if name not in cand_assigned:
+            continue
+        mine = cand_values.get(name)
+        line = ts.line(cand_assigned[name])
+        if mine is None:
+            yield Finding("changed_sizes", f"redefines the problem's `{name}` with a value the "
+                          "gate cannot evaluate", "warn", line)
+        elif mine != value:
+            yield Finding("changed_sizes", f"redefines the problem's `{name}` = {value!r} as "
+                          f"{mine!r}: sizes belong to the problem", "reject", line)
+
+
+def _constants(mod: PyModule) -> dict[str, object]:
+    """Module-level numeric constants (literals and arithmetic over earlier constants)."""
+    values: dict[str, object] = {}
+    for name, node in mod.assignments().items():
+        try:
+            values[name] = _evaluate(ast.parse(ts.text(node), mode="eval").body, values)
+        except (SyntaxError, ValueError, KeyError, TypeError, ZeroDivisionError, OverflowError):
+            continue
+    return values
+
+
+def _evaluate(node: ast.expr, env: dict[str, object]) -> object:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str | bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        return env[node.id]
+    if isinstance(node, ast.Tuple | ast.List):
+        return tuple(_evaluate(e, env) for e in node.elts)
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_evaluate(node.operand, env))
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        right = _evaluate(node.right, env)
+        if isinstance(node.op, ast.Pow) and isinstance(right, int) and right > 64:
+            raise ValueError("exponent too large")
+        return _OPS[type(node.op)](_evaluate(node.left, env), right)
+    raise ValueError("not a constant")
+
+
+def _inputs(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
+    theirs, mine = prob.functions(), cand.functions()
+    for name in _INPUT_FUNCTIONS:
+        if name not in mine:
+            continue
+        line = ts.line(mine[name])
+        if name not in theirs:
+            yield Finding("own_inputs", f"defines `{name}`, which the problem does not: inputs "
+                          "belong to the problem", "reject", line)
+        elif _tokens(mine[name]) != _tokens(theirs[name]):
+            yield Finding("own_inputs", f"defines its own `{name}`, different from the problem's: "
+                          "inputs and sizes belong to the problem", "reject", line)
+
+
+def _tokens(func: Node) -> list[str]:
+    """Identifier and literal tokens of a function body, device placement left out."""
+    body = func.child_by_field_name("body")
+    out = []
+    for node in ts.walk(body) if body is not None else []:
+        if node.child_count or node.type == "comment":
+            if node.type == "string":
+                value = ts.string_value(node) or ""
+                if not value.startswith("cuda") and value != "cpu":
+                    out.append(repr(value))
+            continue
+        token = ts.text(node)
+        if node.type in ("identifier", "integer", "float", "true", "false", "none") \
+                and token not in _DEVICE_TOKENS:
+            out.append(token)
+    return out
+
+
+def _fallbacks(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
+    """``try: kernel(...) except: return torch.matmul(...)`` — the reference op as a safety net."""
+    ref_calls, ref_methods = _reference_ops(prob)
+    for node in ts.walk(cand.root):
+        if node.type != "except_clause":
+            continue
+        for sub in ts.walk(node):
+            if sub.type != "call":
+                continue
+            func = sub.child_by_field_name("function")
+            if func is None:
+                continue
+            what = _fallback_call(cand, func, ref_calls, ref_methods)
+            if what is not None:
+                yield Finding("reference_fallback", f"an `except` handler calls {what}: a failing "
+                              "kernel would fall back to the reference", "reject", ts.line(sub))
+                break
+
+
+def _fallback_call(cand: PyModule, func: Node, ref_calls: set[str],
+                   ref_methods: set[str]) -> str | None:
+    text = ts.text(func).replace(" ", "")
+    if text.startswith("super(") and text.endswith(".forward"):
+        return "`super().forward`"
+    name = cand.resolve(func)
+    if name is not None and name in ref_calls:
+        return f"the reference's `{name}`"
+    if func.type == "attribute":
+        attr = ts.text(func.child_by_field_name("attribute"))
+        obj = func.child_by_field_name("object")
+        base = cand.resolve(obj) if obj is not None else None
+        if attr in ref_methods and (base is None or not base.startswith(("torch", "builtins"))):
+            return f"the reference's `.{attr}(...)`"
+    return None
+
+
+def _reference_ops(prob: PyModule) -> tuple[set[str], set[str]]:
+    """Canonical torch calls and method/submodule names used by the problem's ``Model.forward``."""
+    model = prob.classes().get("Model")
+    calls: set[str] = set()
+    methods: set[str] = set()
+    for node in ts.walk(model) if model is not None else []:
+        if node.type != "function_definition" or \
+                ts.text(node.child_by_field_name("name")) != "forward":
+            continue
+        for sub in ts.walk(node):
+            func = sub.child_by_field_name("function") if sub.type == "call" else None
+            if func is None:
+                continue
+            name = prob.resolve(func)
+            if name is not None and name.startswith("torch"):
+                calls.add(name)
+            elif func.type == "attribute":
+                methods.add(ts.text(func.child_by_field_name("attribute")))
+    return calls, methods - _PLUMBING
+
+
+def is_fp32(prob: PyModule) -> bool:
+    for node in ts.walk(prob.root):
+        if node.type == "attribute":
+            name = prob.resolve(node) or ""
+            attr = ts.text(node.child_by_field_name("attribute"))
+            if name in rn.PRECISION_NAMES[:3] or attr in rn.PRECISION_METHODS:
+                return False
+    return True
+
+
+def _precision(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
+    if not is_fp32(prob):
+        return
+    for node in ts.walk(cand.root):
+        if node.type != "attribute":
+            continue
+        name = cand.resolve(node) or ""
+        attr = ts.text(node.child_by_field_name("attribute"))
+        is_method = node.parent is not None and node.parent.type == "call" and \
+            not name.startswith("torch")
+        if any(rn.matches(p, name) for p in rn.PRECISION_NAMES) or \
+                (is_method and attr in rn.PRECISION_METHODS):
+            yield Finding("precision", f"`{ts.text(node)}` on an fp32 problem: reduced precision "
+                          "(the runtime tolerance decides whether it is acceptable)", "warn",
+                          ts.line(node))

@@ -1,0 +1,127 @@
+"""tree-sitter plumbing for Python and CUDA/C++ sources: parsers, cached queries, node text.
+
+Shared by the static gate and any other module that reads candidate code. The CUDA grammar
+(tree-sitter-cuda) is a superset of C++, so it parses plain C++ extension sources too.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from functools import cache
+from typing import Literal
+
+import tree_sitter_cuda as tscuda
+import tree_sitter_python as tspy
+from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
+
+Lang = Literal["python", "cuda"]
+
+
+@cache
+def language(lang: Lang) -> Language:
+    module = tspy if lang == "python" else tscuda
+    return Language(module.language())
+
+
+@cache
+def _parser(lang: Lang) -> Parser:
+    return Parser(language(lang))
+
+
+@cache
+def query(lang: Lang, pattern: str) -> Query:
+    return Query(language(lang), pattern)
+
+
+def parse(lang: Lang, source: str) -> Tree:
+    return _parser(lang).parse(source.encode("utf-8"))
+
+
+def parse_python(source: str) -> Tree:
+    return parse("python", source)
+
+
+def parse_cuda(source: str) -> Tree:
+    return parse("cuda", source)
+
+
+def captures(lang: Lang, pattern: str, node: Node) -> dict[str, list[Node]]:
+    """Every capture of ``pattern`` under ``node``, by capture name, in document order."""
+    found = QueryCursor(query(lang, pattern)).captures(node)
+    return {name: sorted(nodes, key=lambda n: n.start_byte) for name, nodes in found.items()}
+
+
+def matches(lang: Lang, pattern: str, node: Node) -> list[dict[str, list[Node]]]:
+    """Each match of ``pattern`` under ``node``, as capture name -> nodes."""
+    return [caps for _, caps in QueryCursor(query(lang, pattern)).matches(node)]
+
+
+def text(node: Node | None) -> str:
+    if node is None or node.text is None:
+        return ""
+    return node.text.decode("utf-8", errors="replace")
+
+
+def line(node: Node) -> int:
+    """1-based line of a node's start."""
+    return node.start_point[0] + 1
+
+
+def ancestors(node: Node) -> Iterator[Node]:
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
+
+
+def enclosing(node: Node, *types: str) -> Node | None:
+    """The nearest ancestor of one of ``types``, or None."""
+    return next((a for a in ancestors(node) if a.type in types), None)
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """Every node under ``node`` (itself included), depth first, in document order."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
+
+
+def dotted_name(node: Node) -> str | None:
+    """``a.b.c`` for an identifier/attribute chain, else None (calls, subscripts break it)."""
+    if node.type == "identifier":
+        return text(node)
+    if node.type == "attribute":
+        obj = node.child_by_field_name("object")
+        attr = node.child_by_field_name("attribute")
+        base = dotted_name(obj) if obj is not None else None
+        return f"{base}.{text(attr)}" if base is not None and attr is not None else None
+    return None
+
+
+def string_value(node: Node) -> str | None:
+    """The value of a Python string literal (or implicitly concatenated literals), or None.
+
+    Interpolations of f-strings are dropped: what the gate needs is the static code.
+    """
+    if node.type == "concatenated_string":
+        parts = [string_value(c) for c in node.named_children if c.type == "string"]
+        return "".join(p for p in parts if p is not None)
+    if node.type != "string":
+        return None
+    start = next((c for c in node.children if c.type == "string_start"), None)
+    end = next((c for c in node.children if c.type == "string_end"), None)
+    if start is None or end is None:
+        return None
+    prefix = text(start).lower()
+    body = "".join(text(c) for c in node.named_children if c.type == "string_content")
+    literal = prefix.replace("f", "") + body + text(end)
+    try:
+        value = ast.literal_eval(literal)
+    except (SyntaxError, ValueError):
+        return body
+    if not isinstance(value, str):
+        return body
+    return value.replace("{{", "{").replace("}}", "}") if "f" in prefix else value

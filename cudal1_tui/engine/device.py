@@ -1,0 +1,34 @@
+"""Which device candidates run on: ``auto`` asks torch, in a subprocess, whether it sees a GPU.
+
+The app process never imports torch; a short-lived interpreter answers instead.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from cudal1_tui.errors import ConfigError
+
+_QUERY = "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')"
+
+
+def detect_device(timeout_s: float = 120.0) -> str:
+    """``cuda`` when torch (in a fresh interpreter) sees a CUDA GPU, else ``cpu``."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _QUERY], capture_output=True, text=True,
+                              timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return "cpu"
+    answer = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
+    return "cuda" if answer == ["cuda"] else "cpu"
+
+
+def resolve_device(requested: str) -> str:
+    """``auto`` → ``cuda`` or ``cpu``; ``cpu``, ``cuda`` and ``cuda:N`` pass through."""
+    value = requested.strip().lower()
+    if value == "auto":
+        return detect_device()
+    if value in ("cpu", "cuda") or (value.startswith("cuda:") and value[5:].isdigit()):
+        return value
+    raise ConfigError(f"device {requested!r} is not one of auto, cpu, cuda, cuda:N")

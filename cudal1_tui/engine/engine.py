@@ -1,0 +1,235 @@
+"""The engine: one object that runs the optimization loop and emits events.
+
+The TUI and the headless runner drive it the same way and only render its events.
+Every public method is called from one controlling thread except ``cancel``, which
+is thread-safe; ``emit`` is called from worker threads too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+from cudal1_tui.config import Settings, build_dir
+from cudal1_tui.engine import opening
+from cudal1_tui.engine.events import DecisionRecorded, EngineError, RoundFinished, RoundStarted
+from cudal1_tui.engine.generate import ModelGateway
+from cudal1_tui.engine.pool import EvalPool
+from cudal1_tui.engine.round import RoundRunner, RoundSummary
+from cudal1_tui.engine.workspace import Emit, Workspace
+from cudal1_tui.errors import ConfigError, SessionError
+from cudal1_tui.prompting import load_templates
+from cudal1_tui.proposers import BuiltinCandidate, propose
+from cudal1_tui.store.records import CandidateRecord
+
+Sizes = Literal["auto", "full", "cpu"]
+UPDATABLE = frozenset({"model", "temperature", "top_p", "max_tokens", "candidates_per_round",
+                       "exemplars", "base_url", "api_key", "use_builtin"})
+NOTHING_NEW = ("nothing new to try: the built-in strategies have all been evaluated in this "
+               "session and no model is available")
+COMPILE_SOURCE = "builtin:torch-compile-default"
+NO_PROPOSER = "nothing to try: no model is available and the built-in proposer is off"
+NOTHING_NEW_FIX = "start a model server (vLLM, SGLang, llama.cpp, Ollama) and set OPENAI_BASE_URL"
+
+
+class Engine:
+    def __init__(self, problem_path: Path, settings: Settings, *, emit: Emit,
+                 resume: str | Path | None = None, sizes: Sizes = "auto") -> None:
+        self.problem_path = Path(problem_path)
+        self.settings = dataclasses.replace(settings)
+        self.resume = resume
+        self.sizes: Sizes = sizes
+        self._emit_lock = threading.Lock()
+        self._user_emit = emit
+        self._round_lock = threading.Lock()
+        self._stop = threading.Event()  # a cancel also ends a run of several rounds
+        self._ws: Workspace | None = None
+        self.session_id = ""
+        self.session_path: Path | None = None
+        self.problem_name = self.problem_path.stem
+        self.problem_source = ""
+        self.reference_ms: float | None = None
+        self.torch_compile_ms: float | None = None
+        self.device = ""
+        self.model_available = False
+        self.last_error = ""
+
+    # -- lifetime ------------------------------------------------------------------------
+
+    def emit(self, event: Any) -> None:
+        if isinstance(event, EngineError):
+            self.last_error = event.message
+        with self._emit_lock:
+            self._user_emit(event)
+
+    def open(self) -> None:
+        """Inspect, probe, create or resume the session, check the model server."""
+        opened = opening.open_workspace(self.problem_path, self.settings, self.resume,
+                                        self.sizes, self.emit)
+        ws = Workspace(
+            settings=self.settings, session=opened.session, problem=opened.problem,
+            # The evaluator keys each build by a hash of the candidate: one shared root lets
+            # a candidate seen before (another session, a re-evaluation) compile nothing.
+            device=opened.device, build_root=build_dir(self.settings),
+            templates=load_templates(), gateway=ModelGateway(self.settings),
+            pool=EvalPool(opened.device), emit=self.emit, reference_ms=opened.reference_ms)
+        self._ws = ws
+        self.session_id, self.session_path = ws.session.id, ws.session.path
+        self.problem_name, self.problem_source = ws.problem.name, ws.problem.eval_source
+        self.reference_ms, self.device = opened.reference_ms, opened.device
+        self._note_compile_time()
+        self._check_model()
+
+    def close(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is None:
+            return
+        ws.cancel.set()
+        with self._round_lock:  # a running round sees the cancel and returns
+            ws.pool.shutdown()
+            ws.gateway.close()
+            ws.session.close()
+
+    # -- rounds --------------------------------------------------------------------------
+
+    def run_round(self) -> RoundSummary:
+        ws = self._workspace()
+        with self._round_lock:
+            ws.cancel.clear()
+            round_ = ws.session.next_round()
+            builtins = self._pending_builtins(ws)
+            model_slots = self.settings.candidates_per_round if self.model_available else 0
+            if not builtins and model_slots <= 0:
+                return self._nothing_to_do(round_)
+            summary = RoundRunner(ws, round_).run(builtins, model_slots)
+            self._note_compile_time()
+            return summary
+
+    def run_rounds(self, n: int) -> list[RoundSummary]:
+        """Up to ``n`` rounds; stops early when cancelled or when there is nothing to try."""
+        out: list[RoundSummary] = []
+        self._stop.clear()
+        for _ in range(n):
+            if self._stop.is_set():
+                break
+            summary = self.run_round()
+            out.append(summary)
+            if summary.cancelled or summary.nothing_to_do:
+                break
+        return out
+
+    def cancel(self) -> None:
+        """Stop the running stage (model stream, evaluator process); ends ``run_rounds``."""
+        self._stop.set()
+        ws = self._ws
+        if ws is not None:
+            ws.cancel.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        """``cancel`` was called since the last ``run_rounds`` began."""
+        return self._stop.is_set()
+
+    def _nothing_to_do(self, round_: int) -> RoundSummary:
+        if self.settings.candidates_per_round <= 0 and self.model_available:
+            message, fix = "candidates_per_round is 0: the model is asked for nothing", \
+                "set candidates per round to 1 or more"
+        elif not self.settings.use_builtin:
+            message, fix = NO_PROPOSER, NOTHING_NEW_FIX + ", or drop --no-builtin"
+        else:
+            message, fix = NOTHING_NEW, NOTHING_NEW_FIX
+        best = self.best()
+        self.emit(RoundStarted(round_, 0))
+        self.emit(EngineError(message, fix, round_, True))
+        self.emit(RoundFinished(round_, best.speedup if best else None))
+        return RoundSummary(round_, [], best.speedup if best else None, message=message,
+                            nothing_to_do=True)
+
+    def _pending_builtins(self, ws: Workspace) -> list[BuiltinCandidate]:
+        """The built-in candidates not yet in the session (each runs once per session)."""
+        if not self.settings.use_builtin:
+            return []
+        done = {r.source for r in ws.records()}
+        proposed = propose(ws.problem.eval_source, ws.problem.inspection, ws.device)
+        return [c for c in proposed if c.source not in done]
+
+    def _note_compile_time(self) -> None:
+        """torch.compile's time on this problem: the evaluator's comparison when it ran one,
+        else the measured built-in ``torch.compile`` (default mode) candidate."""
+        for record in self.records():
+            timing = record.result.get("timing", {})
+            compared = timing.get("torch_compile")
+            if record.source == COMPILE_SOURCE and record.status == "ok":
+                compared = compared or timing.get("candidate")
+            if isinstance(compared, dict) and compared.get("median_ms"):
+                self.torch_compile_ms = float(compared["median_ms"])
+
+    # -- decisions -----------------------------------------------------------------------
+
+    def accept(self, record_id: str) -> str:
+        ws = self._workspace()
+        with ws.write_lock:
+            sha = ws.session.accept(record_id)
+        self.emit(DecisionRecorded(record_id, "accepted", sha))
+        return sha
+
+    def reject(self, record_id: str) -> None:
+        ws = self._workspace()
+        with ws.write_lock:
+            ws.session.reject(record_id)
+        self.emit(DecisionRecorded(record_id, "rejected"))
+
+    def undo(self) -> str | None:
+        ws = self._workspace()
+        with ws.write_lock:
+            live = ws.session.accepted()
+            sha = ws.session.undo()
+        if sha is not None and live is not None:
+            self.emit(DecisionRecorded(live.record_id, "undone", sha))
+        return sha
+
+    # -- reading -------------------------------------------------------------------------
+
+    def records(self) -> list[CandidateRecord]:
+        return self._workspace().records()
+
+    def best(self) -> CandidateRecord | None:
+        return self._workspace().best()
+
+    def accepted(self) -> CandidateRecord | None:
+        ws = self._workspace()
+        with ws.write_lock:
+            return ws.session.accepted()
+
+    # -- settings ------------------------------------------------------------------------
+
+    def update_settings(self, **changes: Any) -> None:
+        """Change model or sampling knobs; takes effect from the next round."""
+        unknown = set(changes) - UPDATABLE
+        if unknown:
+            raise SessionError(f"cannot change {', '.join(sorted(unknown))} during a session",
+                               fix=f"changeable: {', '.join(sorted(UPDATABLE))}")
+        count = changes.get("candidates_per_round", 0)
+        if not isinstance(count, int) or count < 0:
+            raise ConfigError(f"candidates_per_round must be a whole number >= 0, got {count!r}")
+        for name, value in changes.items():
+            setattr(self.settings, name, value)
+        if self._ws is not None and {"model", "base_url", "api_key"} & set(changes):
+            self._check_model()
+
+    def _check_model(self) -> None:
+        ws = self._workspace()
+        availability = ws.gateway.check()
+        self.model_available = availability.ok
+        if availability.ok:
+            with ws.write_lock:
+                ws.session.update_meta(model=availability.model)
+        else:
+            self.emit(EngineError(availability.message, availability.fix, 0, True))
+
+    def _workspace(self) -> Workspace:
+        if self._ws is None:
+            raise SessionError("the engine has no open session", fix="call open() first")
+        return self._ws

@@ -1,0 +1,139 @@
+"""``cudal1-tui run FILE... --headless``: the engine's loop without a screen.
+
+Progress goes to stderr, the summary table to stdout. The rounds run on a worker
+thread so that Ctrl-C lands in the main thread at a clean point: the engine is
+cancelled, the running stage stops, the session is closed intact, exit code 130.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from cudal1_tui.config import Settings
+from cudal1_tui.engine.engine import Engine, Sizes
+from cudal1_tui.engine.progress import HeadlessProgress, speed, summary_table
+from cudal1_tui.engine.round import RoundSummary
+from cudal1_tui.errors import Cudal1Error
+
+EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
+
+
+@dataclass
+class Options:
+    rounds: int = 3
+    resume: str | None = None
+    accept_best: bool = False
+    sizes: Sizes = "auto"
+
+
+@dataclass
+class _Worker:
+    engine: Engine
+    options: Options
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        try:
+            for _ in range(self.options.rounds):
+                if self.engine.stop_requested:
+                    break
+                summary = self.engine.run_round()
+                if self.options.accept_best:
+                    accept_best(self.engine, summary)
+                if summary.cancelled or summary.nothing_to_do:
+                    break
+        except BaseException as exc:  # re-raised in the main thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+def accept_best(engine: Engine, summary: RoundSummary) -> str | None:
+    """Accept the round's fastest verified candidate when it beats what is accepted (and 1.0x)."""
+    ok = [r for r in summary.records if r.status == "ok" and r.speedup is not None]
+    best = max(ok, key=lambda r: r.speedup or 0.0, default=None)
+    if best is None or (best.speedup or 0.0) <= 1.0:
+        return None
+    current = engine.accepted()
+    if current is not None and (current.speedup or 0.0) >= (best.speedup or 0.0):
+        return None
+    return engine.accept(best.record_id)
+
+
+def _row(engine: Engine) -> dict[str, str]:
+    records = engine.records()
+    best = engine.best()
+    return {
+        "problem": engine.problem_name,
+        "candidates": str(len(records)),
+        "ok": str(sum(r.status == "ok" for r in records)),
+        "best": speed(best.speedup) if best else "—",
+        "source": best.source if best else "—",
+        "session": str(engine.session_path or ""),
+    }
+
+
+def _run_one(path: Path, settings: Settings, options: Options, err: Console,
+             rows: list[dict[str, str]]) -> int:
+    progress = HeadlessProgress(err, problem=path.stem)
+    engine = Engine(path, settings, emit=progress, resume=options.resume, sizes=options.sizes)
+    try:
+        progress.start()
+        engine.open()
+        worker = _Worker(engine, options)
+        thread = threading.Thread(target=worker.run, name="rounds", daemon=True)
+        thread.start()
+        try:
+            while not worker.done.wait(0.2):
+                pass
+        except KeyboardInterrupt:
+            engine.cancel()
+            worker.done.wait()
+            rows.append(_row(engine))
+            return EXIT_INTERRUPTED
+        if worker.error is not None:
+            raise worker.error
+        rows.append(_row(engine))
+        return EXIT_OK
+    finally:
+        progress.stop()
+        engine.close()
+
+
+def _console(*, stderr: bool) -> Console:
+    """Logs and CI (no terminal) get long lines instead of wrapping at 80 columns."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=200)
+
+
+def run_headless(files: list[Path], settings: Settings, options: Options,
+                 *, out: Console | None = None, err: Console | None = None) -> int:
+    out = out or _console(stderr=False)
+    err = err or _console(stderr=True)
+    if options.resume and len(files) != 1:
+        err.print("[bold red]error:[/] --resume continues one session: pass exactly one FILE")
+        return EXIT_ERROR
+    rows: list[dict[str, str]] = []
+    code = EXIT_OK
+    for path in files:
+        try:
+            result = _run_one(path, settings, options, err, rows)
+        except Cudal1Error as exc:
+            err.print(Text.assemble(("error: ", "bold red"), exc.message))
+            if exc.fix:
+                err.print(f"fix: {exc.fix}", highlight=False, markup=False)
+            code = EXIT_ERROR
+            continue
+        if result == EXIT_INTERRUPTED:
+            err.print("interrupted; the session is saved.")
+            code = EXIT_INTERRUPTED
+            break
+    if rows:
+        out.print(summary_table(rows))
+    return code

@@ -1,0 +1,109 @@
+"""Opening a session: read and inspect the problem, pick the device, probe, create or resume."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from cudal1_tui.config import Settings, sessions_dir
+from cudal1_tui.engine.builder import probe_job
+from cudal1_tui.engine.device import resolve_device
+from cudal1_tui.engine.evaluation import probe
+from cudal1_tui.engine.events import ProbeFinished, SessionOpened, StageChanged
+from cudal1_tui.engine.workspace import Emit, Problem
+from cudal1_tui.errors import ProblemError
+from cudal1_tui.llm.parsing import signature_of
+from cudal1_tui.problem.inspect import inspect_source
+from cudal1_tui.problem.loader import read_source
+from cudal1_tui.problem.sizing import shrink_for_cpu
+from cudal1_tui.store.meta import SessionMeta
+from cudal1_tui.store.session import Session
+from evaluator.schema import ProbeResult
+
+Sizes = Literal["auto", "full", "cpu"]
+_PROBE_FIX = {
+    "timeout": "the reference is too slow here: try `--sizes cpu` or a GPU (`--device cuda`)",
+    "device": "pick a device torch can use: `--device cpu` or `--device cuda`",
+}
+
+
+@dataclass
+class Opened:
+    session: Session
+    problem: Problem
+    device: str
+    reference_ms: float | None
+    resumed: bool
+
+
+def eval_source(source: str, sizes: Sizes, device: str) -> str:
+    """The problem at the sizes it is evaluated with (``auto``: CPU sizes on a CPU)."""
+    if sizes == "cpu" or (sizes == "auto" and device == "cpu"):
+        return shrink_for_cpu(source)
+    return source
+
+
+def _problem(path: Path, source: str, name: str, sizes: Sizes, device: str) -> Problem:
+    inspection = inspect_source(source, str(path))
+    if not inspection.ok:
+        raise ProblemError(inspection.report(), fix="fix the file as listed above")
+    sized = eval_source(source, sizes, device)
+    return Problem(name=name, path=path, source=source, eval_source=sized,
+                   inspection=inspect_source(sized, str(path)),
+                   signature=signature_of(source, "Model"))
+
+
+def _probe(settings: Settings, problem: Problem, device: str, emit: Emit) -> ProbeResult:
+    emit(StageChanged(0, 0, "probing", f"running the reference on {device}"))
+    return probe(probe_job(settings, problem_source=problem.eval_source,
+                           problem_name=problem.name, device=device))
+
+
+def _details(result: ProbeResult, problem: Problem) -> dict[str, object]:
+    return {
+        "inputs": [asdict(t) for t in result.inputs],
+        "outputs": [asdict(t) for t in result.outputs],
+        "parameter_count": result.parameter_count,
+        "input_sensitivity": result.input_sensitivity,
+        "device": result.device,
+        "versions": result.versions,
+        "cpu_sizes": problem.eval_source != problem.source,
+    }
+
+
+def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | None,
+                   sizes: Sizes, emit: Emit) -> Opened:
+    device = resolve_device(settings.device)
+    session: Session | None = None
+    try:
+        if resume is not None:
+            session = Session.open(resume, sessions_dir(settings))
+            path = Path(session.meta.problem_path or problem_path)
+            problem = _problem(path, session.reference_source, session.meta.problem_name,
+                               sizes, device)
+        else:
+            problem = _problem(problem_path, read_source(problem_path), problem_path.stem,
+                               sizes, device)
+        result = _probe(settings, problem, device, emit)
+        if not result.ok:
+            emit(ProbeFinished(False, result.message, None, None, device,
+                               _details(result, problem)))
+            raise ProblemError(f"{problem.path}: the probe of the reference failed "
+                               f"({result.error_kind or 'error'}): {result.message}",
+                               fix=_PROBE_FIX.get(result.error_kind, "fix the problem file"))
+        if session is None:
+            meta = SessionMeta(device={**result.device, "requested": settings.device,
+                                       "used": device},
+                               versions=result.versions,
+                               extra={"sizes": sizes,
+                                      "cpu_sizes": problem.eval_source != problem.source})
+            session = Session.create(problem.path, problem.source, settings, meta)
+    except BaseException:
+        if session is not None:
+            session.close()
+        raise
+    emit(SessionOpened(session.id, str(session.path), problem.name, resume is not None))
+    emit(ProbeFinished(True, result.message or "ok", result.reference_time_ms, None, device,
+                       _details(result, problem)))
+    return Opened(session, problem, device, result.reference_time_ms, resume is not None)

@@ -1,0 +1,144 @@
+"""Rendering engine events for the headless runner: live on a terminal, lines otherwise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from cudal1_tui.engine.events import (
+    CandidateFinished,
+    DecisionRecorded,
+    EngineError,
+    ProbeFinished,
+    RoundFinished,
+    RoundStarted,
+    SessionOpened,
+    StageChanged,
+    StreamChunk,
+)
+
+
+def speed(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "—"
+
+
+@dataclass
+class SlotState:
+    stage: str = ""
+    detail: str = ""
+    tokens: int = 0
+    rate: float = 0.0
+    done: int = 0
+    total: int = 0
+
+    def line(self, slot: int) -> str:
+        text = f"slot {slot}: {self.stage}"
+        if self.total:
+            text += f" {self.done}/{self.total}"
+        if self.detail:
+            text += f" · {self.detail}"
+        if self.tokens:
+            text += f" · {self.tokens} tok at {self.rate:.1f} tok/s"
+        return text
+
+
+@dataclass
+class HeadlessProgress:
+    """Call with each event (thread-safe through the engine's emit lock)."""
+
+    console: Console
+    problem: str = ""
+    round: int = 0
+    slots: dict[int, SlotState] = field(default_factory=dict)
+    live: Live | None = None
+
+    def start(self) -> None:
+        if self.console.is_terminal:
+            self.live = Live(self._render(), console=self.console, refresh_per_second=8,
+                             transient=True)
+            self.live.start()
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def __call__(self, event: Any) -> None:
+        handler = getattr(self, f"_on_{type(event).__name__}", None)
+        if handler is not None:
+            handler(event)
+        if self.live is not None:
+            self.live.update(self._render())
+
+    def _render(self) -> Group:
+        head = Text(f"{self.problem} · round {self.round}", style="bold")
+        return Group(head, *(Text("  " + s.line(i)) for i, s in sorted(self.slots.items())))
+
+    def _print(self, text: str, style: str = "") -> None:
+        self.console.print(text, style=style, highlight=False, markup=False)
+
+    # -- events ---------------------------------------------------------------------------
+
+    def _on_SessionOpened(self, e: SessionOpened) -> None:
+        self.problem = e.problem_name
+        verb = "resumed" if e.resumed else "new"
+        self._print(f"{e.problem_name}: {verb} session {e.session_id} ({e.path})")
+
+    def _on_ProbeFinished(self, e: ProbeFinished) -> None:
+        ref = f"{e.reference_ms:.4g} ms" if e.reference_ms is not None else "n/a"
+        self._print(f"{self.problem or 'problem'}: probe on {e.device}: reference {ref}"
+                    + ("" if e.ok else f" — {e.message}"))
+
+    def _on_RoundStarted(self, e: RoundStarted) -> None:
+        self.round, self.slots = e.round, {}
+        self._print(f"{self.problem}: round {e.round}: {e.slots} candidate(s)", "bold")
+
+    def _on_StageChanged(self, e: StageChanged) -> None:
+        if e.round == 0:
+            self._print(f"{self.problem or 'problem'}: {e.stage} {e.detail}".rstrip())
+            return
+        state = self.slots.setdefault(e.slot, SlotState())
+        if self.live is None and e.stage != state.stage and state.stage == "generating":
+            self._print(f"  slot {e.slot}: generated {state.tokens} tok at "
+                        f"{state.rate:.1f} tok/s")
+        if self.live is None and e.stage != state.stage:
+            self._print(f"  slot {e.slot}: {e.stage} {e.detail}".rstrip())
+        state.stage, state.detail, state.done, state.total = e.stage, e.detail, e.done, e.total
+
+    def _on_StreamChunk(self, e: StreamChunk) -> None:
+        state = self.slots.setdefault(e.slot, SlotState(stage="generating"))
+        state.tokens, state.rate = e.tokens, e.tokens_per_s
+
+    def _on_CandidateFinished(self, e: CandidateFinished) -> None:
+        flags = f" flags: {', '.join(e.flags)}" if e.flags else ""
+        self._print(f"  slot {e.slot}: {e.record_id} {e.source}: {e.status} "
+                    f"{speed(e.speedup)}{flags}")
+        self.slots.pop(e.slot, None)
+
+    def _on_RoundFinished(self, e: RoundFinished) -> None:
+        tail = " (cancelled)" if e.cancelled else ""
+        self._print(f"{self.problem}: round {e.round} done, best so far {speed(e.best_speedup)}"
+                    f"{tail}")
+
+    def _on_EngineError(self, e: EngineError) -> None:
+        self._print(f"{self.problem or 'engine'}: {e.message}", "yellow")
+        if e.fix:
+            self._print(f"  fix: {e.fix}", "yellow")
+
+    def _on_DecisionRecorded(self, e: DecisionRecorded) -> None:
+        self._print(f"  {e.decision} {e.record_id} {e.commit[:10]}".rstrip())
+
+
+def summary_table(rows: list[dict[str, str]]) -> Table:
+    table = Table(title="cudal1-tui run summary")
+    for column in ("problem", "candidates", "ok", "best speedup", "best source", "session"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(row.get(k, "") for k in ("problem", "candidates", "ok", "best",
+                                                 "source", "session")))
+    return table

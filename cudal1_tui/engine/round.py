@@ -1,0 +1,244 @@
+"""One round: built-in candidates (first round only), then the model's, each to its verdict.
+
+Order within a round: the built-in candidates still missing from the session are
+evaluated first, so the model's prompt of the same round already shows what the easy
+wins give. Model slots then stream concurrently (one request per slot); each reply is
+parsed and queued for evaluation as soon as it is complete, so evaluation overlaps the
+other slots' generation. A record is appended the moment its verdict is known.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from cudal1_tui.engine import prompts
+from cudal1_tui.engine.builder import candidate_job
+from cudal1_tui.engine.evaluation import evaluate
+from cudal1_tui.engine.events import (
+    CandidateFinished,
+    ChunkKind,
+    EngineError,
+    RoundFinished,
+    RoundStarted,
+    Stage,
+    StageChanged,
+    StreamChunk,
+)
+from cudal1_tui.engine.recording import Draft, finish, refused
+from cudal1_tui.engine.workspace import Workspace
+from cudal1_tui.errors import Cudal1Error, ModelError
+from cudal1_tui.llm.completion import Completion
+from cudal1_tui.llm.errors import ModelCancelled
+from cudal1_tui.llm.parsing import parse_reply
+from cudal1_tui.proposers import BuiltinCandidate
+from cudal1_tui.store.records import CandidateRecord
+from evaluator.schema import Result
+
+_STAGE_WORDS: tuple[tuple[tuple[str, ...], Stage], ...] = (
+    (("gate", "static"), "gating"),
+    (("compil", "build", "load", "import"), "compiling"),
+    (("tim", "bench", "reference"), "timing"),
+    (("verif", "correct", "check", "trial", "recheck", "strict"), "verifying"),
+)
+
+
+def stage_of(evaluator_stage: str) -> Stage:
+    word = evaluator_stage.lower()
+    for keys, stage in _STAGE_WORDS:
+        if any(k in word for k in keys):
+            return stage
+    return "verifying"
+
+
+def sampling_limit(draft: Draft) -> int | None:
+    return draft.sampling.max_tokens if draft.sampling else None
+
+
+@dataclass
+class RoundSummary:
+    """What one round did. ``records`` are this round's candidates, in verdict order."""
+
+    round: int
+    records: list[CandidateRecord] = field(default_factory=list)
+    best_speedup: float | None = None  # the session's best after this round
+    cancelled: bool = False
+    message: str = ""
+    model_used: bool = False
+    builtin: int = 0  # built-in candidates this round
+    nothing_to_do: bool = False  # no built-in left and no model: further rounds are pointless
+
+
+class RoundRunner:
+    def __init__(self, ws: Workspace, round_: int) -> None:
+        self.ws = ws
+        self.round = round_
+        self._records: list[CandidateRecord] = []
+        self._futures: list[Future[CandidateRecord | None]] = []
+        self._lock = threading.Lock()
+
+    # -- the round ---------------------------------------------------------------------
+
+    def run(self, builtins: list[BuiltinCandidate], model_slots: int) -> RoundSummary:
+        ws = self.ws
+        ws.emit(RoundStarted(self.round, len(builtins) + model_slots))
+        for slot, candidate in enumerate(builtins):
+            self._queue(Draft(self.round, slot, candidate.source, code=candidate.code))
+        self._wait()  # the model's prompt shows the built-ins' verdicts
+        if model_slots and not ws.cancel.is_set():
+            self._model_slots(range(len(builtins), len(builtins) + model_slots))
+            self._wait()
+        return self._finish(len(builtins), model_slots > 0)
+
+    def _finish(self, builtin: int, model_used: bool) -> RoundSummary:
+        best = self.ws.best()
+        cancelled = self.ws.cancel.is_set()
+        best_speedup = best.speedup if best else None
+        self.ws.emit(RoundFinished(self.round, best_speedup, cancelled=cancelled))
+        message = "cancelled" if cancelled else f"{len(self._records)} candidate(s) evaluated"
+        return RoundSummary(self.round, list(self._records), best_speedup, cancelled, message,
+                            model_used, builtin)
+
+    def _wait(self) -> None:
+        while True:
+            with self._lock:
+                pending = [f for f in self._futures if not f.done()]
+            if not pending:
+                return
+            for future in pending:
+                future.result()
+
+    # -- model slots -------------------------------------------------------------------
+
+    def _model_slots(self, slots: range) -> None:
+        ws = self.ws
+        ctx = prompts.PromptContext(ws.templates, ws.problem.eval_source, ws.device,
+                                    ws.reference_ms)
+        records = ws.records()
+        target = prompts.repair_target(records, self.round)
+        threads = []
+        for slot in slots:
+            if target is not None and slot == slots.start:
+                prompt = prompts.repair(ctx, target)
+            else:
+                seed = prompts.seed_for(ws.settings.seed, self.round, slot)
+                prompt = prompts.contrastive(ctx, records, ws.settings, seed)
+            thread = threading.Thread(target=self._guarded, args=(slot, prompt),
+                                      name=f"slot-{slot}", daemon=True)
+            thread.start()
+            threads.append(thread)
+        for thread in threads:
+            thread.join()
+
+    def _guarded(self, slot: int, prompt: prompts.Prompt) -> None:
+        """A failure in one slot (even a bug) is reported; the other slots and the session go on."""
+        try:
+            self._model_slot(slot, prompt)
+        except Exception as exc:
+            self._report(slot, exc)
+
+    def _report(self, slot: int, exc: Exception) -> None:
+        fix = getattr(exc, "fix", "") or "this is a bug in cudal1-tui: please report it with the " \
+            "session's trace.jsonl"
+        message = getattr(exc, "message", "") or f"{type(exc).__name__}: {exc}"
+        self.ws.emit(EngineError(f"slot {slot}: {message}", fix, self.round, True))
+
+    def _model_slot(self, slot: int, prompt: prompts.Prompt) -> None:
+        ws = self.ws
+        sampling = ws.gateway.sampling()
+        draft = Draft(self.round, slot, "model", prompt_messages=prompt.messages,
+                      exemplars=prompt.exemplars, model=ws.gateway.availability.model,
+                      sampling=sampling)
+        self._stage(slot, "prompting", f"{prompt.kind} prompt, {len(prompt.exemplars)} exemplar(s)")
+        self._stage(slot, "generating")
+        try:
+            completion = ws.gateway.generate(slot, prompt.messages, sampling, self._chunk,
+                                             ws.cancel)
+        except ModelCancelled:
+            return
+        except ModelError as exc:
+            if not ws.cancel.is_set():
+                ws.emit(EngineError(f"slot {slot}: {exc.message}", exc.fix, self.round, True))
+            return
+        self._parsed(draft, completion)
+
+    def _chunk(self, slot: int, kind: str, text: str, tokens: int, rate: float) -> None:
+        chunk_kind: ChunkKind = "reasoning" if kind == "reasoning" else "content"
+        self.ws.emit(StreamChunk(self.round, slot, chunk_kind, text, tokens, rate))
+
+    def _parsed(self, draft: Draft, completion: Completion) -> None:
+        ws = self.ws
+        self._stage(draft.slot, "parsing")
+        draft.raw_response, draft.reasoning = completion.content, completion.reasoning
+        draft.model = completion.model or draft.model
+        draft.usage = {**completion.usage.to_dict(), "elapsed_s": completion.elapsed_s,
+                       "tokens_per_s": completion.tokens_per_s,
+                       "finish_reason": completion.finish_reason}
+        parsed = parse_reply(completion.content, completion.reasoning,
+                             model_signature=ws.problem.signature)
+        draft.sections, draft.code = parsed.sections, parsed.code
+        draft.reasoning = draft.reasoning or parsed.reasoning
+        if parsed.ok:
+            self._queue(draft)
+            return
+        error = parsed.error or "the reply holds no code"
+        if completion.truncated:
+            error += f" (the reply hit the length limit of {sampling_limit(draft)} tokens)"
+        draft.parse_error = error
+        self._record(draft, refused(error, ws.settings.reward))
+
+    # -- evaluation ----------------------------------------------------------------------
+
+    def _queue(self, draft: Draft) -> None:
+        future = self.ws.pool.submit(lambda: self._evaluate_guarded(draft))
+        with self._lock:
+            self._futures.append(future)
+
+    def _evaluate_guarded(self, draft: Draft) -> CandidateRecord | None:
+        try:
+            return self._evaluate(draft)
+        except Exception as exc:
+            self._report(draft.slot, exc)
+            return None
+
+    def _evaluate(self, draft: Draft) -> CandidateRecord | None:
+        ws = self.ws
+        if ws.cancel.is_set():
+            return None
+        job = candidate_job(ws.settings, problem_source=ws.problem.eval_source,
+                            problem_name=ws.problem.name, code=draft.code, device=ws.device,
+                            job_id=draft.record_id, build_root=ws.build_root)
+        self._stage(draft.slot, "gating")
+
+        def progress(stage: str, done: int, total: int, detail: str) -> None:
+            self._stage(draft.slot, stage_of(stage), detail or stage, done, total)
+
+        try:
+            result = evaluate(job, progress, ws.cancel)
+        except (Cudal1Error, OSError, ValueError) as exc:
+            if not ws.cancel.is_set():
+                fix = getattr(exc, "fix", "") or "check the settings; `cudal1-tui doctor` " \
+                    "checks the toolchain"
+                ws.emit(EngineError(f"evaluating {draft.record_id} failed: {exc}", fix,
+                                    self.round, True))
+            return None
+        if ws.cancel.is_set():
+            return None  # cut short: its verdict would not be a real one
+        return self._record(draft, result)
+
+    def _record(self, draft: Draft, result: Result) -> CandidateRecord:
+        ws = self.ws
+        self._stage(draft.slot, "recording")
+        record = finish(draft, result, session_id=ws.session.id, problem_name=ws.problem.name)
+        ws.append(record)
+        with self._lock:
+            self._records.append(record)
+        flags = tuple(f.code for f in result.flags)
+        ws.emit(CandidateFinished(self.round, draft.slot, record.record_id, record.source,
+                                  record.status, record.speedup, record.reward, flags))
+        return record
+
+    def _stage(self, slot: int, stage: Stage, detail: str = "", done: int = 0,
+               total: int = 0) -> None:
+        self.ws.emit(StageChanged(self.round, slot, stage, detail, done, total))

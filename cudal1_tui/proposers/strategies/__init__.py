@@ -1,0 +1,1 @@
+"""One module per built-in strategy; each offers ``candidates(ctx) -> list[BuiltinCandidate]``."""

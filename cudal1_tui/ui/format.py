@@ -1,0 +1,66 @@
+"""Turn records and results into the short strings the screen shows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cudal1_tui.store.records import CandidateRecord
+
+STATUS_STYLE: dict[str, str] = {
+    "ok": "green",
+    "incorrect": "yellow",
+    "compile_error": "red",
+    "runtime_error": "red",
+    "timeout": "magenta",
+    "rejected": "bold red",
+}
+
+
+def speedup_text(speedup: float | None) -> str:
+    return "—" if speedup is None else f"{speedup:.2f}×"
+
+
+def ms_text(ms: float | None) -> str:
+    if ms is None:
+        return "—"
+    return f"{ms * 1000:.1f} µs" if ms < 1 else f"{ms:.2f} ms"
+
+
+def source_text(source: str) -> str:
+    if source.startswith("builtin:"):
+        return source.removeprefix("builtin:") + " (built-in)"
+    return source
+
+
+def max_error(result: dict[str, Any]) -> float | None:
+    errors = [float(t.get("max_abs_err", 0.0)) for t in result.get("trials", []) or []]
+    return max(errors) if errors else None
+
+
+def error_text(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1e}"
+
+
+def flag_codes(result: dict[str, Any]) -> list[str]:
+    return [str(f.get("code", "?")) for f in result.get("flags", []) or []]
+
+
+def flags_text(codes: list[str] | tuple[str, ...]) -> str:
+    return ", ".join(codes) if codes else ""
+
+
+def record_flags(record: CandidateRecord) -> list[str]:
+    """Integrity findings plus static-gate findings: what makes an accept need confirming."""
+    gate = [str(g.get("code", g.get("rule", "gate"))) for g in record.gate_findings]
+    return flag_codes(record.result) + gate
+
+
+def device_text(device: str, details: dict[str, Any]) -> str:
+    """``cuda:0 (NVIDIA H100 80GB HBM3)`` when the probe named the GPU, else the device."""
+    info = details.get("device")
+    name = info.get("name") if isinstance(info, dict) else None
+    return f"{device} ({name})" if name else device
+
+
+def tokens_rate_text(tokens: int, per_s: float) -> str:
+    return f"{tokens} tokens · {per_s:.0f} tok/s" if per_s else f"{tokens} tokens"

@@ -1,0 +1,1 @@
+"""Modal screens: help, confirm, rounds, settings, export, open session."""

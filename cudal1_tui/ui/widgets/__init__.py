@@ -1,0 +1,1 @@
+"""The app's widgets: header, banner, progress strip, variants table, chart, detail tabs."""

@@ -1,0 +1,106 @@
+"""The detail tabs for one variant: Diff, Code, Analysis, Model output, Logs."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import (
+    Label,
+    Markdown,
+    RichLog,
+    Static,
+    TabbedContent,
+    TabPane,
+    TextArea,
+)
+
+from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.ui.diffing import Layout, render_diff, stats
+from cudal1_tui.ui.format import STATUS_STYLE
+from cudal1_tui.ui.syntax import cuda_highlight_query, cuda_language, cuda_sources
+from cudal1_tui.ui.widgets.output import ModelOutput
+
+COMPILE_TAIL = 30
+NO_CUDA = "// this variant embeds no CUDA/C++ source (a PyTorch-level change)"
+
+
+def findings_text(record: CandidateRecord) -> Text:
+    """The selected variant's verdict, integrity findings and compiler output."""
+    result = record.result
+    style = STATUS_STYLE.get(record.status, "")
+    text = Text.assemble((f"{record.round}.{record.slot} {record.source}: ", "bold"),
+                         (record.status, style))
+    for line in (record.parse_error, str(result.get("message", "") or "")):
+        if line:
+            text.append(f"\n{line}")
+    for flag in result.get("flags", []) or []:
+        text.append(f"\nintegrity {flag.get('severity', 'reject')}: {flag.get('code')}: "
+                    f"{flag.get('reason', '')}", style="red")
+    for finding in record.gate_findings:
+        text.append(f"\nstatic gate: {', '.join(f'{k}={v}' for k, v in finding.items())}",
+                    style="red")
+    compile_log = str(result.get("compile_log", "") or "").strip()
+    if compile_log and record.status == "compile_error":
+        text.append("\n" + "\n".join(compile_log.splitlines()[-COMPILE_TAIL:]), style="dim")
+    return text
+
+
+def analysis_markdown(record: CandidateRecord) -> str:
+    sections = record.sections
+    parts = [f"# Round {record.round}, slot {record.slot} — {record.source}"]
+    if record.parse_error:
+        parts.append(f"> parse error: {record.parse_error}")
+    parts.append("## Performance Analysis\n\n" + (sections.performance_analysis or "_none given_"))
+    parts.append("## Algorithm Design\n\n" + (sections.algorithm_design or "_none given_"))
+    return "\n\n".join(parts)
+
+
+class DetailPane(Vertical):
+    def compose(self) -> ComposeResult:
+        with TabbedContent(id="tabs"):
+            with TabPane("Diff", id="tab-diff"):
+                yield Label("select a variant", id="diff-title")
+                with VerticalScroll(id="diff-scroll"):
+                    yield Static(id="diff-body")
+            with TabPane("Code", id="tab-code"):
+                yield TextArea.code_editor("", language="python", read_only=True, id="code-python")
+                yield Label("CUDA sources", id="cuda-title")
+                yield TextArea.code_editor("", read_only=True, id="code-cuda")
+            with TabPane("Analysis", id="tab-analysis"), VerticalScroll():
+                yield Markdown("_no variant selected_", id="analysis")
+            with TabPane("Model output", id="tab-output"):
+                yield ModelOutput(id="output")
+            with TabPane("Logs", id="tab-logs"):
+                yield Static(id="logs-head")
+                yield RichLog(id="logs", wrap=True, markup=False, highlight=False)
+
+    def on_mount(self) -> None:
+        cuda = self.query_one("#code-cuda", TextArea)
+        cuda.register_language("cuda", cuda_language(), cuda_highlight_query())
+        cuda.language = "cuda"
+
+    @property
+    def active(self) -> str:
+        return self.query_one(TabbedContent).active
+
+    @active.setter
+    def active(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def show_diff(self, base_label: str, base: str, code: str, layout: Layout) -> None:
+        added, removed = stats(base, code)
+        self.query_one("#diff-title", Label).update(
+            f"against [b]{base_label}[/b] · {layout} · +{added} −{removed}  (b: base, v: layout)"
+        )
+        self.query_one("#diff-body", Static).update(render_diff(base, code, layout))
+
+    def show_record(self, record: CandidateRecord) -> None:
+        self.query_one("#code-python", TextArea).load_text(record.code)
+        sources = cuda_sources(record.code)
+        self.query_one("#code-cuda", TextArea).load_text(
+            "\n\n// ────────\n\n".join(sources) if sources else NO_CUDA
+        )
+        self.query_one("#analysis", Markdown).update(analysis_markdown(record))
+        self.query_one("#logs-head", Static).update(findings_text(record))
+

@@ -1,0 +1,45 @@
+"""The top strip: problem, device, reference times, best speedup, session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from cudal1_tui.ui.format import ms_text, speedup_text
+
+
+@dataclass(frozen=True)
+class HeaderInfo:
+    problem: str = ""
+    device: str = ""
+    reference_ms: float | None = None
+    torch_compile_ms: float | None = None
+    best_speedup: float | None = None
+    session_id: str = ""
+    status: str = "starting…"
+
+
+class HeaderBar(Static):
+    info: reactive[HeaderInfo] = reactive(HeaderInfo, layout=False)
+
+    def render(self) -> Text:
+        info = self.info
+        text = Text.assemble(
+            ("cudal1-tui ", "bold #61afef"),
+            (info.problem or "…", "bold"),
+            ("  device ", "dim"),
+            info.device or "…",
+            ("  eager ", "dim"),
+            ms_text(info.reference_ms),
+            ("  torch.compile ", "dim"),
+            ms_text(info.torch_compile_ms),
+            ("  best ", "dim"),
+            (speedup_text(info.best_speedup), "bold green" if info.best_speedup else ""),
+        )
+        text.append("\n")
+        text.append(f"session {info.session_id or '—'}", style="dim")
+        text.append(f"  {info.status}", style="italic")
+        return text

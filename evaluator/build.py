@@ -1,0 +1,92 @@
+"""Build isolation and caching for candidates that compile extensions (no torch import).
+
+Each candidate gets ``TORCH_EXTENSIONS_DIR`` (and Triton's / Inductor's caches)
+under a directory keyed by sha256(candidate source, torch version, arch, flags):
+a re-evaluation of the same candidate compiles nothing, and two candidates using
+the same extension ``name=`` never share a build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+_FLAG_VARS = ("CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "TORCH_CUDA_ARCH_LIST",
+              "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "CUDA_HOME")
+MARKER = ".cudal1-complete"
+
+
+def default_build_dir() -> Path:
+    """Used when the job names none: persistent across runs, private to this user."""
+    return Path(tempfile.gettempdir()) / f"cudal1-tui-builds-{os.getuid()}"
+
+
+def build_key(source: str, torch_version: str, arch: str) -> str:
+    digest = hashlib.sha256()
+    for part in (source, torch_version, arch, sys.version.split()[0],
+                 *(f"{v}={os.environ.get(v, '')}" for v in _FLAG_VARS)):
+        digest.update(part.encode("utf-8", "replace"))
+        digest.update(b"\0")
+    return digest.hexdigest()[:32]
+
+
+@dataclass
+class BuildDir:
+    path: Path
+    cached: bool
+
+    def mark_complete(self) -> None:
+        (self.path / MARKER).write_text("ok\n")
+
+
+def prepare(build_root: str | None, source: str, torch_version: str, arch: str) -> BuildDir:
+    """Create the keyed dir and point torch/Triton/Inductor caches into it."""
+    root = Path(build_root) if build_root else default_build_dir()
+    path = root / build_key(source, torch_version, arch)
+    cached = (path / MARKER).exists()
+    path.mkdir(parents=True, exist_ok=True)
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(path / "torch_extensions")
+    os.environ["TRITON_CACHE_DIR"] = str(path / "triton")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path / "inductor")
+    return BuildDir(path, cached)
+
+
+_ERROR_LINE = re.compile(r"(\berror\b|\bError\b|undefined reference|fatal)", re.IGNORECASE)
+_NOISE = re.compile(r"^\s*(\[\d+/\d+\]|FAILED:|ninja: build stopped|subprocess\.)| -MMD | -MF ")
+_HEAD = re.compile(r"(Error building extension '[^']*')\S*:.*")
+
+
+def trim_compile_log(text: str, *, context: int = 3, max_lines: int = 40,
+                     max_chars: int = 4000) -> str:
+    """The compiler's ``error`` lines with a little context, without ninja's command noise."""
+    text = _HEAD.sub(r"\1:", text)
+    lines = [ln for ln in text.splitlines() if not _NOISE.search(ln) and len(ln) < 2000]
+    keep: set[int] = set()
+    for i, line in enumerate(lines):
+        if _ERROR_LINE.search(line):
+            keep.update(range(max(0, i - 1), min(len(lines), i + context + 1)))
+    chosen = [lines[i] for i in sorted(keep)] if keep else lines[-max_lines:]
+    out = "\n".join(chosen[:max_lines])
+    if len(chosen) > max_lines:
+        out += f"\n... ({len(chosen) - max_lines} more lines)"
+    return out[:max_chars]
+
+
+def looks_like_build_error(message: str) -> bool:
+    lowered = message.lower()
+    return "Error building extension" in message or ("ninja" in lowered and "error" in lowered)
+
+
+def headline(log: str) -> str:
+    """The first line of a trimmed log, plus its first ``error`` line when that differs."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    first = lines[0][:300]
+    error = next((ln for ln in lines[1:] if "error" in ln.lower()), "")
+    return f"{first} {error[:300]}".strip() if error else first

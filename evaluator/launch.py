@@ -1,0 +1,195 @@
+"""The evaluator's public entry points for the app (torch-free: safe in the UI process).
+
+    evaluate(job, on_progress=..., cancel=...) -> Result
+    probe(job) -> ProbeResult
+    pristine_reference(job) -> TimingSummary
+
+Each spawns isolated children (see ``evaluator.sandbox``); candidate misbehaviour
+of any kind comes back as a Result, never as an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import replace
+
+from evaluator import build, sandbox, toolinfo, verdict
+from evaluator.report import WorkerReport
+from evaluator.reward import FORMULAS
+from evaluator.schema import Job, ProbeJob, ProbeResult, Result, TimingSummary
+from evaluator.stats import summarize
+
+TOLERANCES = ("strict", "relaxed")
+
+
+def check_job(job: Job) -> None:
+    """Caller mistakes (not candidate ones) raise ValueError."""
+    dev = job.device
+    if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
+        raise ValueError(f"bad device {dev!r}: use cpu, cuda or cuda:N")
+    if job.tolerance not in TOLERANCES:
+        raise ValueError(f"unknown tolerance preset {job.tolerance!r}: {', '.join(TOLERANCES)}")
+    if job.reward.name not in FORMULAS:
+        raise ValueError(f"unknown reward formula {job.reward.name!r}: {', '.join(FORMULAS)}")
+    if job.correctness_trials < 1 or job.min_samples < 1 or job.timeout_s <= 0:
+        raise ValueError("correctness_trials and min_samples must be >= 1, timeout_s > 0")
+
+
+def limits_for(device: str, memory_mb: int | None, timeout_s: float,
+               cpu_s: int | None = None) -> sandbox.Limits:
+    cpus = os.cpu_count() or 1
+    return sandbox.Limits(
+        memory_mb=memory_mb,
+        address_space=device == "cpu",  # CUDA reserves huge address ranges: watch RSS instead
+        cpu_s=cpu_s or int(max(60.0, timeout_s * cpus)),
+    )
+
+
+def _spawn(mode: str, text: str, job: Job, timeout_s: float, *,
+           on_progress: sandbox.ProgressFn | None = None,
+           cancel: threading.Event | None = None) -> sandbox.Outcome:
+    limits = limits_for(job.device, job.memory_limit_mb, timeout_s, job.cpu_time_limit_s)
+    return sandbox.Spawn(mode, text, timeout_s, limits, cancel=cancel,
+                         on_progress=on_progress).run()
+
+
+def _report(outcome: sandbox.Outcome) -> WorkerReport | None:
+    if outcome.payload is None or outcome.timed_out or outcome.cancelled:
+        return None
+    try:
+        return WorkerReport.from_dict(outcome.payload)
+    except (TypeError, ValueError, AttributeError) as exc:
+        outcome.channel_problem = outcome.channel_problem or f"malformed worker report: {exc}"
+        return None
+
+
+def _with_build_dir(job: Job) -> Job:
+    return job if job.build_dir else replace(job, build_dir=str(build.default_build_dir()))
+
+
+def _pristine(job: Job, on_progress: sandbox.ProgressFn | None,
+              cancel: threading.Event | None) -> WorkerReport | None:
+    outcome = _spawn("reference", job.to_json(), job, job.timeout_s,
+                     on_progress=on_progress, cancel=cancel)
+    report = _report(outcome)
+    if report is None:
+        report = WorkerReport(error_kind="runtime",
+                                      error=verdict.crash_message(outcome, job.memory_limit_mb))
+    return report
+
+
+def _needs_pristine(report: WorkerReport | None) -> bool:
+    return report is not None and report.phase == "done" and not report.error_kind
+
+
+def _only_slowed(result: Result) -> bool:
+    rejects = {f.code for f in result.flags if f.severity == "reject"}
+    return result.status == "rejected" and rejects == {"reference_slowed"}
+
+
+def _once(job: Job, on_progress: sandbox.ProgressFn | None,
+          cancel: threading.Event | None) -> Result:
+    """One evaluation; a lone ``reference_slowed`` must be confirmed by a second one.
+
+    A patched op slows the reference every time; a busy host only now and then.
+    """
+    result = _single(job, on_progress, cancel)
+    if _only_slowed(result) and not (cancel is not None and cancel.is_set()):
+        if on_progress is not None:
+            on_progress("confirm", 0, 1, "the reference looked slowed: evaluating again")
+        second = _single(job, on_progress, cancel)
+        note = ("reference_slowed confirmed by a second evaluation" if _only_slowed(second)
+                else "a first evaluation saw a slowed reference; a second one did not")
+        second.message = f"{second.message}\n{note}" if second.message else note
+        result = second
+    return result
+
+
+def _single(job: Job, on_progress: sandbox.ProgressFn | None,
+            cancel: threading.Event | None) -> Result:
+    outcome = _spawn("run", job.to_json(), job, job.timeout_s,
+                     on_progress=on_progress, cancel=cancel)
+    report = _report(outcome)
+    pristine = None
+    if _needs_pristine(report) and not (cancel is not None and cancel.is_set()):
+        pristine = _pristine(job, on_progress, cancel)
+        if cancel is not None and cancel.is_set():
+            return verdict.decide(job, sandbox.Outcome(cancelled=True), None)
+    result = verdict.decide(job, outcome, report, pristine)
+    _add_tool_info(result, job)
+    return result
+
+
+def _add_tool_info(result: Result, job: Job) -> None:
+    result.versions = {**result.versions, **toolinfo.tool_versions()}
+    if job.device.startswith("cuda") and result.device:
+        result.device.setdefault("driver", toolinfo.driver_version())
+
+
+def strict_job(job: Job) -> Job:
+    """More trials, more samples, a tighter CI, and a fresh pristine reference."""
+    return replace(
+        job,
+        strict=True,
+        correctness_trials=job.correctness_trials * 3,
+        min_samples=job.min_samples * 2,
+        max_samples=job.max_samples * 2,
+        timing_budget_s=job.timing_budget_s * 2,
+        stable_rel_ci=job.stable_rel_ci / 2,
+    )
+
+
+def evaluate(job: Job, *, on_progress: sandbox.ProgressFn | None = None,
+             cancel: threading.Event | None = None) -> Result:
+    """Compile, verify and time one candidate in isolated processes; always a Result.
+
+    A speedup above ``job.strict_threshold`` triggers a strict re-evaluation, whose
+    result (``strict_reevaluation=True``) replaces the first.
+    """
+    check_job(job)
+    started = time.monotonic()
+    job = _with_build_dir(job)
+    result = _once(job, on_progress, cancel)
+    speedup = result.speedup or 0.0
+    if result.ok and not job.strict and speedup > job.strict_threshold:
+        if on_progress is not None:
+            on_progress("strict", 0, 1, f"{speedup:.1f}x > {job.strict_threshold:g}x: "
+                        "strict re-evaluation")
+        first = result
+        result = _once(strict_job(job), on_progress, cancel)
+        result.strict_reevaluation = True
+        note = f"strict re-evaluation (first pass: {first.speedup:.3g}x, {first.status})"
+        result.message = f"{result.message}\n{note}" if result.message else note
+    result.wall_time_s = round(time.monotonic() - started, 3)
+    return result
+
+
+def pristine_reference(job: Job) -> TimingSummary:
+    """The reference alone, timed in a process that never saw a candidate."""
+    check_job(job)
+    report = _pristine(job, None, None)
+    if report is None or "reference" not in report.timing:
+        raise RuntimeError(report.error if report else "the reference process failed")
+    raw = report.timing["reference"]
+    return summarize(raw.samples_ms, raw.clock)
+
+
+def probe(job: ProbeJob) -> ProbeResult:
+    """Run ``evaluator.probe.run_probe`` on the problem in an isolated child."""
+    limits = limits_for(job.device, job.memory_limit_mb, job.timeout_s)
+    outcome = sandbox.Spawn("probe", job.to_json(), job.timeout_s, limits).run()
+    if outcome.timed_out:
+        return ProbeResult(ok=False, error_kind="timeout",
+                           message=f"the problem did not finish within {job.timeout_s:g} s")
+    if outcome.payload is None:
+        return ProbeResult(ok=False, error_kind="crash",
+                           message=verdict.crash_message(outcome, job.memory_limit_mb))
+    try:
+        return ProbeResult.from_dict(outcome.payload)
+    except (TypeError, ValueError) as exc:
+        return ProbeResult(ok=False, error_kind="crash", message=f"malformed probe result: {exc}")
+
+
+__all__ = ["evaluate", "pristine_reference", "probe", "strict_job"]

@@ -1,0 +1,247 @@
+"""The worker child: build, verify and time one candidate, then report raw data.
+
+Phases: setup (device, clock, pristine problem and reference model, all before
+the candidate is imported) -> build (import the candidate, compile, construct
+ModelNew with equal weights) -> lock down -> correctness -> timing -> profile.
+Any failure ends the run with a report; the parent decides the verdict.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from evaluator import build, envinfo, integrity, profiling
+from evaluator.channel import WorkerChannel
+from evaluator.compare import (
+    clone_inputs,
+    compare_outputs,
+    describe_tolerance,
+    poison,
+    same_inputs,
+)
+from evaluator.harness import (
+    Harness,
+    SetupError,
+    describe_exception,
+    load_matching_state,
+    load_source,
+    plan_of,
+)
+from evaluator.report import RawTiming, WorkerReport
+from evaluator.schema import Flag, Job, TrialReport
+from evaluator.timing import interleaved
+
+
+class _Stop(Exception):
+    """A phase ended the run; the report already says why."""
+
+
+class Worker:
+    def __init__(self, job: Job, channel: WorkerChannel, report: WorkerReport) -> None:
+        self.job, self.ch, self.rep = job, channel, report
+        self.build_path = ""
+
+    # -- setup -------------------------------------------------------------------------
+    def setup(self) -> None:
+        self.rep.phase = "setup"
+        try:
+            self.h = Harness(self.job)
+            self.rep.device = envinfo.device_info(self.h.device)
+            self.rep.versions = envinfo.versions()
+            self.reference = self.h.reference_model()
+        except SetupError as exc:
+            self.rep.fail("setup", str(exc))
+            raise _Stop from None
+        self.rep.tolerance = describe_tolerance(self.job.tolerance)
+        build_root = self.job.build_dir or str(build.default_build_dir())
+        self.guard = integrity.install_guards([build_root, str(self.h.workdir)])
+        self.globals0 = integrity.snapshot_globals()
+        self.settings0 = integrity.snapshot_settings()
+
+    # -- build -------------------------------------------------------------------------
+    def build(self) -> None:
+        self.rep.phase = "build"
+        self.ch.progress("build", 0, 1, "importing and compiling the candidate")
+        bdir = build.prepare(self.job.build_dir, self.job.candidate_source, torch.__version__,
+                             envinfo.arch_tag(self.h.device))
+        self.build_path = str(bdir.path)
+        started = time.monotonic()
+        try:
+            self.cand_module = load_source("cudal1_candidate", self.job.candidate_source,
+                                           self.h.workdir)
+        except BaseException as exc:
+            self._compile_failed(exc)
+        cls = getattr(self.cand_module, "ModelNew", None)
+        if not isinstance(cls, type):
+            self.rep.fail("compile", "the candidate defines no class ModelNew")
+            raise _Stop
+        try:
+            self.candidate = self.h.construct(cls)
+            load_matching_state(self.reference, self.candidate)
+            self.candidate = self.candidate.to(self.h.device)
+        except BaseException as exc:
+            if build.looks_like_build_error(str(exc)):
+                self._compile_failed(exc)
+            self.rep.fail("runtime", f"ModelNew(...) failed: {describe_exception(exc)}")
+            raise _Stop from None
+        self.rep.compile_time_s = round(time.monotonic() - started, 3)
+        self.rep.build_cached = bdir.cached
+        bdir.mark_complete()
+        self.ch.progress("build", 1, 1, f"built in {self.rep.compile_time_s:.1f} s")
+
+    def _compile_failed(self, exc: BaseException) -> None:
+        message = describe_exception(exc, limit=200_000)
+        if self.build_path:
+            message = message.replace(self.build_path, "<build>")
+        self.rep.compile_log = log = build.trim_compile_log(message)
+        self.rep.fail("compile", build.headline(log) or type(exc).__name__)
+        raise _Stop from None
+
+    def lock_down(self) -> None:
+        self.rep.flags += integrity.diff_globals(self.globals0, integrity.snapshot_globals())
+        self.rep.flags += integrity.check_candidate_namespace(
+            vars(self.h.problem), vars(self.cand_module)
+        )
+        self.settings_cand = integrity.snapshot_settings()
+        self.rep.settings_changed = integrity.diff_settings(self.settings0, self.settings_cand)
+        integrity.restore_settings(self.settings0)
+        self.guard.lock_down()
+        restore, s0, sc = integrity.restore_settings, self.settings0, self.settings_cand
+        # the reference always runs under the original settings, the candidate under its own
+        self.prepare = {"reference": lambda: restore(s0), "candidate": lambda: restore(sc)}
+        self.calls = {"reference": self.h.caller(self.reference),
+                      "candidate": self.h.caller(self.candidate)}
+
+    def ref_call(self, args: list[Any]) -> Any:
+        self.prepare["reference"]()
+        return self.calls["reference"](args)
+
+    def cand_call(self, args: list[Any]) -> Any:
+        self.prepare["candidate"]()
+        return self.calls["candidate"](args)
+
+    # -- correctness -------------------------------------------------------------------
+    def correctness(self) -> None:
+        self.rep.phase = "correctness"
+        trials, expected_prev = self.job.correctness_trials, None
+        for t in range(trials):
+            self.ch.progress("correctness", t, trials, "")
+            report, expected_prev = self._trial(t, expected_prev)
+            self.rep.trials.append(report)
+            if not report.ok:
+                break
+        self.ch.progress("correctness", trials, trials, "")
+        after = integrity.diff_settings(self.settings0, self._settings_after_candidate)
+        self.rep.settings_changed.update(after)
+        if not all(t.ok for t in self.rep.trials) or _rejected(self.rep.flags):
+            raise _Stop
+
+    def _trial(self, t: int, previous: Any) -> tuple[TrialReport, Any]:
+        dev, sync = self.h.device, self.h.clock.sync
+        inputs = self.h.make_inputs()
+        ref_in, c1_in, c2_in = clone_inputs(inputs), clone_inputs(inputs), clone_inputs(inputs)
+        poison(dev, previous)
+        first = self.cand_call(c1_in)
+        sync()
+        expected = self.ref_call(ref_in)  # stays alive while the candidate runs again
+        sync()
+        poison(dev, expected)
+        second = self.cand_call(c2_in)
+        sync()
+        self._settings_after_candidate = integrity.snapshot_settings()
+        for out in (first, second):
+            self.rep.flags += integrity.check_outputs(out, expected)
+        if not (same_inputs(c1_in, ref_in) and same_inputs(c2_in, ref_in)):
+            self.rep.flags.append(Flag("input_mutation", "the candidate modified its inputs in "
+                                       "place (the reference leaves them as they were)"))
+        r1 = compare_outputs(expected, first, self.job.tolerance)
+        r2 = compare_outputs(expected, second, self.job.tolerance)
+        message = r1.message or (r2.message and f"second call, after the reference: {r2.message}")
+        return TrialReport(t, r1.ok and r2.ok, max(r1.max_abs_err, r2.max_abs_err),
+                           max(r1.max_rel_err, r2.max_rel_err), message), expected
+
+    # -- timing ------------------------------------------------------------------------
+    def timing(self) -> None:
+        self.rep.phase = "timing"
+        recheck, tol = self.rep.recheck, self.job.tolerance
+
+        def on_round(outputs: dict[str, Any], _inputs: list[Any]) -> None:
+            recheck.compared += 1
+            result = compare_outputs(outputs["reference"], outputs["candidate"], tol)
+            if not result.ok:
+                recheck.mismatches += 1
+                recheck.detail = recheck.detail or f"timed call {recheck.compared}: " \
+                    f"{result.message}"
+
+        late: dict[str, int] = {}
+        samples = interleaved(
+            self.h.clock, self.calls, self.h.make_inputs, plan_of(self.job), on_round=on_round,
+            progress=lambda n, total: self.ch.progress("timing", n, total, ""),
+            prepare=self.prepare, late=late,
+        )
+        self.rep.timing = {k: RawTiming(v, self.h.clock.name, late.get(k, 0))
+                           for k, v in samples.items()}
+
+    # -- profile -----------------------------------------------------------------------
+    def profile(self) -> None:
+        if not (self.h.clock.is_cuda and self.job.profile):
+            return
+        self.rep.phase = "profile"
+        self.ch.progress("profile", 0, 1, "")
+        inputs = self.h.make_inputs()
+        sync = self.h.clock.sync
+        self.prepare["reference"]()
+        ref = profiling.kernels_of(self.calls["reference"], inputs, sync)
+        self.prepare["candidate"]()
+        cand = profiling.kernels_of(self.calls["candidate"], inputs, sync)
+        self.rep.profile, flags = profiling.summarize(ref, cand, self.job.candidate_source)
+        self.rep.flags += flags
+
+    def finish(self) -> None:
+        integrity.restore_settings(self.settings0)
+        self.rep.flags += self.guard.findings()
+
+
+def _finish_quietly(worker: Worker, report: WorkerReport) -> None:
+    try:
+        worker.finish()
+    except BaseException as exc:
+        report.fail("runtime", describe_exception(exc))
+
+
+def _rejected(flags: list[Flag]) -> bool:
+    return any(f.severity == "reject" for f in flags)
+
+
+def _dedupe(flags: list[Flag]) -> list[Flag]:
+    seen: dict[tuple[str, str], Flag] = {}
+    for flag in flags:
+        seen.setdefault((flag.code, flag.reason), flag)
+    return list(seen.values())
+
+
+def run(job: Job, channel: WorkerChannel) -> WorkerReport:
+    report = WorkerReport()
+    started = time.monotonic()
+    worker = Worker(job, channel, report)
+    try:
+        worker.setup()
+        worker.build()
+        worker.lock_down()
+        with worker.h.no_grad():
+            worker.correctness()
+            worker.timing()
+            worker.profile()
+        worker.finish()
+        report.phase = "done"
+    except _Stop:
+        if not report.error_kind:  # stopped after a verdict: still collect the guard's findings
+            _finish_quietly(worker, report)
+    except BaseException as exc:  # anything the candidate throws ends as a report
+        report.fail("runtime", describe_exception(exc))
+    report.flags = _dedupe(report.flags)
+    report.busy_s = round(time.monotonic() - started, 3)
+    return report

@@ -1,0 +1,97 @@
+"""C++ candidates on CPU: real g++/ninja builds through load_inline, cached by source.
+
+Two real builds in the module (one good, one broken); the re-evaluation reuses the first.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from evaluator_cases import DIAG_PROBLEM, job
+
+from evaluator.launch import evaluate
+from evaluator.schema import Result
+
+CPP_CANDIDATE = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SOURCE = """
+torch::Tensor scale_rows(torch::Tensor a, torch::Tensor b) {
+    auto A = a.contiguous();
+    auto B = b.contiguous();
+    auto out = torch::empty_like(B);
+    const float* pa = A.data_ptr<float>();
+    const float* pb = B.data_ptr<float>();
+    float* po = out.data_ptr<float>();
+    const int64_t n = B.size(0), m = B.size(1);
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < m; ++j)
+            po[i * m + j] = pa[i] * pb[i * m + j];
+    return out;
+}
+"""
+
+ext = load_inline(name="scale_rows", cpp_sources=SOURCE, functions=["scale_rows"],
+                  extra_cflags=["-O2"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return ext.scale_rows(A, B)
+'''
+
+# Same extension name as the good one: the keyed build dir keeps them apart.
+BROKEN_CANDIDATE = CPP_CANDIDATE.replace("auto out = torch::empty_like(B);",
+                                         "auto out = torch::empty_like(B)\n    undeclared_thing();")
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("builds")
+
+
+@pytest.fixture(scope="module")
+def first(build_dir: Path) -> tuple[Result, float]:
+    started = time.monotonic()
+    result = evaluate(job(DIAG_PROBLEM, CPP_CANDIDATE, build_dir, strict_threshold=1e9,
+                          timeout_s=400.0))
+    return result, time.monotonic() - started
+
+
+def test_cpp_load_inline_candidate_compiles_and_is_ok(first: tuple[Result, float]) -> None:
+    result, _ = first
+    assert result.status == "ok", result.message + result.compile_log
+    assert not result.build_cached and result.compile_time_s > 1.0
+    assert result.speedup is not None and result.speedup > 2
+
+
+def test_re_evaluation_compiles_nothing(first: tuple[Result, float], build_dir: Path) -> None:
+    result_first, wall_first = first
+    started = time.monotonic()
+    again = evaluate(job(DIAG_PROBLEM, CPP_CANDIDATE, build_dir, strict_threshold=1e9))
+    wall = time.monotonic() - started
+    assert again.status == "ok", again.message
+    assert again.build_cached
+    assert again.compile_time_s < result_first.compile_time_s / 3
+    assert wall < wall_first
+    assert len([p for p in build_dir.iterdir() if p.is_dir()]) == 1
+
+
+def test_compile_error_keeps_the_compiler_error_line(first: tuple[Result, float],
+                                                     build_dir: Path) -> None:
+    result = evaluate(job(DIAG_PROBLEM, BROKEN_CANDIDATE, build_dir, timeout_s=400.0))
+    assert result.status == "compile_error" and result.reward == 0.0
+    assert "error" in result.compile_log
+    assert "undeclared_thing" in result.compile_log
+    assert "-MMD" not in result.compile_log  # no ninja command lines
+    assert len(result.compile_log.splitlines()) <= 41
+    assert "Error building extension" in result.message
+    # the broken build lives in its own keyed dir, beside the good one
+    assert len([p for p in build_dir.iterdir() if p.is_dir()]) == 2

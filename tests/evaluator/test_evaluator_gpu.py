@@ -1,0 +1,208 @@
+"""The evaluator on a real GPU: CUDA events, L2 flush, load_inline CUDA builds, profiler,
+strict re-evaluation of a 60x rewrite, a cached fake, an illegal memory access."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from evaluator_cases import job
+
+from evaluator.launch import evaluate
+from evaluator.timing import Clock
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+DIAG_GPU = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return torch.diag(A) @ B
+
+
+N = 4096
+M = 4096
+
+
+def get_inputs():
+    return [torch.randn(N), torch.randn(N, M)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+BROADCAST = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return A.unsqueeze(1) * B
+'''
+
+CACHED_FAKE = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, A, B):
+        key = (A.data_ptr(), B.data_ptr(), tuple(B.shape))
+        if key not in self.cache:
+            self.cache[key] = torch.diag(A) @ B
+        return self.cache[key]
+'''
+
+KERNEL = r"""
+__global__ void scale_rows_kernel(const float* a, const float* b, float* out,
+                                  long long n, long long m, long long shift) {
+    long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (idx < n * m) out[idx + shift] = a[idx / m] * b[idx];
+}
+
+torch::Tensor scale_rows(torch::Tensor a, torch::Tensor b) {
+    auto A = a.contiguous();
+    auto B = b.contiguous();
+    auto out = torch::empty_like(B);
+    long long n = B.size(0), m = B.size(1);
+    int threads = 256;
+    long long blocks = (n * m + threads - 1) / threads;
+    scale_rows_kernel<<<blocks, threads>>>(A.data_ptr<float>(), B.data_ptr<float>(),
+                                           out.data_ptr<float>(), n, m, SHIFT);
+    return out;
+}
+"""
+
+CUDA_CANDIDATE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+ext = load_inline(
+    name="scale_rows_cuda",
+    cpp_sources="torch::Tensor scale_rows(torch::Tensor a, torch::Tensor b);",
+    cuda_sources=KERNEL_SOURCE,
+    functions=["scale_rows"],
+    verbose=False,
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return ext.scale_rows(A, B)
+'''
+
+
+def cuda_candidate(shift: str) -> str:
+    kernel = KERNEL.replace("SHIFT", shift)
+    return CUDA_CANDIDATE.replace("KERNEL_SOURCE", f"r'''{kernel}'''")
+
+
+def gpu_job(candidate: str, build_dir: Path, **fields: object):  # type: ignore[no-untyped-def]
+    return job(DIAG_GPU, candidate, build_dir, device="cuda", timing_budget_s=2.0,
+               correctness_trials=3, min_samples=20, max_samples=200, stable_rel_ci=0.01,
+               timeout_s=500.0, memory_limit_mb=32768, **fields)
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gpu-builds")
+
+
+def test_real_60x_rewrite_passes_strict_reevaluation(build_dir: Path) -> None:
+    result = evaluate(gpu_job(BROADCAST, build_dir))
+    print(result.message, {k: (v.median_ms, v.spread, v.n) for k, v in result.timing.items()})
+    assert result.status == "ok", result.message
+    assert result.speedup is not None and result.speedup > 10
+    assert result.strict_reevaluation and len(result.trials) == 9
+    assert result.timing["candidate"].clock == "cuda_events"
+    assert result.device["type"] == "cuda" and result.device["capability"]
+    print(result.device, result.versions)
+    assert result.device["driver"] and result.versions["nvcc"] and result.versions["cuda"]
+    assert result.profile is not None and result.profile["kernels"]
+    triton_testing = pytest.importorskip("triton.testing")
+    a, b = torch.randn(4096, device="cuda"), torch.randn(4096, 4096, device="cuda")
+    bench = float(triton_testing.do_bench(lambda: a.unsqueeze(1) * b, return_mode="median"))
+    ours = result.timing["candidate"].median_ms
+    print(f"candidate median {ours:.4f} ms, do_bench of the same op {bench:.4f} ms")
+    assert abs(ours - bench) / bench < 0.1
+
+
+def test_cached_fake_does_not_pass(build_dir: Path) -> None:
+    result = evaluate(gpu_job(CACHED_FAKE, build_dir))
+    print(result.status, result.message, [f.code for f in result.flags])
+    assert result.status != "ok" and result.reward == 0.0
+
+
+def test_cuda_extension_candidate_is_ok_and_its_kernel_is_profiled(build_dir: Path) -> None:
+    first = evaluate(gpu_job(cuda_candidate("0"), build_dir))
+    print(first.message, first.compile_time_s, first.profile)
+    assert first.status == "ok", first.message + first.compile_log
+    assert first.profile is not None and first.profile["candidate_kernel_share"] > 0.9
+    assert "scale_rows_kernel" in first.profile["own_kernel_names"]
+    again = evaluate(gpu_job(cuda_candidate("0"), build_dir))
+    print("cached re-evaluation", again.compile_time_s, again.wall_time_s)
+    assert again.build_cached and again.compile_time_s < 5
+
+
+def test_illegal_memory_access_is_a_runtime_error(build_dir: Path) -> None:
+    result = evaluate(gpu_job(cuda_candidate("(1LL << 40)"), build_dir))
+    print(result.status, result.message)
+    assert result.status == "runtime_error"
+    assert "illegal memory access" in result.message or "SIG" in result.message
+
+
+def _median_ms(clock: Clock, fn: Callable[[], torch.Tensor], n: int = 30) -> float:
+    times: list[float] = []
+    for _ in range(n):
+        times.append(clock.time_call(fn, flush=True)[0])
+    return sorted(times)[n // 2]
+
+
+def test_clock_counts_side_stream_work_and_agrees_with_do_bench() -> None:
+    triton_testing = pytest.importorskip("triton.testing")
+    device = torch.device("cuda")
+    clock = Clock(device)
+    a = torch.randn(4096, 4096, device=device)
+    v = torch.randn(4096, device=device)
+    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+
+    def on_main() -> torch.Tensor:
+        return a @ a
+
+    def on_side() -> torch.Tensor:
+        with torch.cuda.stream(side):
+            return a @ a
+
+    main_ms, side_ms = _median_ms(clock, on_main), _median_ms(clock, on_side)
+    print(f"matmul {main_ms:.4f} ms on the main stream, {side_ms:.4f} ms on a side stream")
+    assert clock.last_late and side_ms > 0.8 * main_ms
+
+    def broadcast() -> torch.Tensor:
+        return v[:, None] * a
+
+    ours = _median_ms(clock, broadcast, 100)
+    bench = float(triton_testing.do_bench(broadcast, warmup=25, rep=200, return_mode="median"))
+    print(f"broadcast: ours {ours:.4f} ms, do_bench {bench:.4f} ms")
+    assert abs(ours - bench) / bench < 0.05

@@ -1,0 +1,157 @@
+"""The evaluator's pure parts: schema round trips, statistics, comparison, logs, env, channel."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from evaluator import channel
+from evaluator.build import build_key, headline, trim_compile_log
+from evaluator.compare import compare_outputs, same_inputs
+from evaluator.report import RawTiming, Recheck, WorkerReport
+from evaluator.sandbox import scrub_env, signal_name
+from evaluator.schema import Flag, Job, Result, RewardSpec, TimingSummary, TrialReport
+from evaluator.stats import median_rel_ci, summarize
+from evaluator.verdict import reference_slowed
+
+
+def test_job_and_result_json_round_trip() -> None:
+    job = Job(problem_source="p", candidate_source="c", device="cuda:1", correctness_trials=7,
+              reward=RewardSpec("log_speedup", {"max": 3.0}), build_dir="/tmp/b")
+    assert Job.from_json(job.to_json()) == job
+    result = Result(
+        status="incorrect", speedup=1.5, flags=[Flag("input_mutation", "why", "reject")],
+        trials=[TrialReport(0, False, 0.5, 0.25, "off")],
+        timing={"reference": summarize([1.0, 2.0, 3.0], "perf_counter")},
+        tolerance={"preset": "strict"}, device={"type": "cpu"}, versions={"torch": "x"},
+    )
+    back = Result.from_json(result.to_json())
+    assert back == result
+    assert isinstance(back.flags[0], Flag) and isinstance(back.timing["reference"], TimingSummary)
+
+
+def test_worker_report_round_trip() -> None:
+    report = WorkerReport(phase="done", trials=[TrialReport(1, True)],
+                          flags=[Flag("x", "y", "warn")],
+                          timing={"candidate": RawTiming([0.1, 0.2], "cuda_events")},
+                          recheck=Recheck(3, 1, "timed call 2"))
+    assert WorkerReport.from_dict(report.to_dict()) == report
+
+
+def test_summary_and_median_ci() -> None:
+    s = summarize([4.0, 1.0, 2.0, 3.0, float("nan"), -1.0], "perf_counter")
+    assert s.n == 4 and s.median_ms == 2.5 and s.p10_ms <= s.median_ms <= s.p90_ms
+    assert math.isclose(s.spread, (s.p90_ms - s.p10_ms) / 2.5)
+    assert median_rel_ci([1.0] * 5) == math.inf
+    assert median_rel_ci([1.0] * 50) == 0.0
+    noisy = [1.0 + 0.1 * (i % 7) for i in range(100)]
+    assert 0 < median_rel_ci(noisy) < 0.2
+
+
+def test_reference_slowed_needs_more_than_noise() -> None:
+    fast = summarize([1.0, 1.01, 0.99] * 10, "perf_counter")
+    slow = summarize([1.5, 1.51, 1.49] * 10, "perf_counter")
+    assert reference_slowed(fast, fast) is None
+    flag = reference_slowed(slow, fast)
+    assert flag is not None and flag.code == "reference_slowed" and flag.severity == "reject"
+    noisy = summarize([1.0, 3.0, 1.2, 2.5, 1.4] * 6, "perf_counter")
+    assert reference_slowed(slow, noisy) is None  # a wide spread widens the allowance
+
+
+def test_compare_outputs_tolerances_and_nan_positions() -> None:
+    exp = torch.tensor([1.0, 2.0, float("nan"), float("inf")])
+    assert compare_outputs(exp, exp.clone(), "strict").ok
+    near = exp.clone()
+    near[0] += 5e-3
+    assert not compare_outputs(exp, near, "strict").ok
+    assert compare_outputs(exp, near, "relaxed").ok
+    moved = torch.tensor([1.0, float("nan"), 2.0, float("inf")])
+    assert "NaN/Inf" in compare_outputs(exp, moved, "relaxed").message
+    half = exp.half()
+    assert "dtype" in compare_outputs(exp, half, "relaxed").message
+    assert compare_outputs((exp, exp), [exp, exp], "strict").ok
+    assert "2 outputs" in compare_outputs((exp,), (exp, exp), "strict").message
+    assert not compare_outputs(exp, 3.0, "strict").ok
+    ints = torch.tensor([1, 2, 3])
+    assert not compare_outputs(ints, torch.tensor([1, 2, 4]), "relaxed").ok
+    cmp = compare_outputs(torch.ones(4), torch.ones(4) * 1.00001, "strict")
+    assert cmp.ok and 0 < cmp.max_abs_err < 1e-4 and cmp.max_rel_err > 0
+
+
+def test_same_inputs_sees_in_place_changes() -> None:
+    x = torch.randn(5)
+    y = x.clone()
+    assert same_inputs([x, 3], [y, 3])
+    y.mul_(2)
+    assert not same_inputs([x], [y])
+
+
+def test_compile_log_is_trimmed_to_the_errors() -> None:
+    noise = "\n".join(f"[{i}/9] c++ -MMD -MF main.o.d -I/usr/include something" for i in range(300))
+    text = (f"Error building extension 'x': {noise}\nFAILED: main.o\n"
+            "main.cpp: In function 'int f()':\n"
+            "main.cpp:7:5: error: 'foo' was not declared in this scope\n"
+            "    7 |     foo();\n      |     ^~~\nninja: build stopped: subcommand failed.\n")
+    log = trim_compile_log(text)
+    assert "main.cpp:7:5: error: 'foo' was not declared" in log and "foo();" in log
+    assert "-MMD" not in log and "ninja: build stopped" not in log
+    assert len(log.splitlines()) < 10
+    assert "error" in headline(log) and headline(log).startswith("Error building extension 'x'")
+
+
+def test_build_key_depends_on_source_torch_and_arch() -> None:
+    key = build_key("src", "2.5", "sm_90")
+    assert key == build_key("src", "2.5", "sm_90")
+    assert len({key, build_key("src2", "2.5", "sm_90"), build_key("src", "2.6", "sm_90"),
+                build_key("src", "2.5", "sm_80")}) == 4
+
+
+def test_scrubbed_env_drops_secrets_and_keeps_build_vars(tmp_path: Path) -> None:
+    env = {"PATH": "/bin", "OPENAI_API_KEY": "s", "HF_TOKEN": "s", "AWS_SECRET_ACCESS_KEY": "s",
+           "MY_PASSWORD": "s", "GITHUB_TOKEN": "s", "CUDA_VISIBLE_DEVICES": "1",
+           "TORCH_CUDA_ARCH_LIST": "9.0", "LD_LIBRARY_PATH": "/l", "CXX": "g++",
+           "CUDA_API_TOKEN": "s", "RANDOM_THING": "x", "HOME": "/root"}
+    out = scrub_env(env, home=tmp_path / "h", tmpdir=tmp_path / "t")
+    assert not any(v == "s" for v in out.values())
+    for kept in ("PATH", "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "LD_LIBRARY_PATH", "CXX"):
+        assert out[kept] == env[kept]
+    assert "RANDOM_THING" not in out
+    assert out["HOME"] == str(tmp_path / "h") and out["TMPDIR"] == str(tmp_path / "t")
+
+
+def test_signal_names() -> None:
+    assert signal_name(-11) == "SIGSEGV" and signal_name(-9) == "SIGKILL"
+    assert signal_name(0) == "" and signal_name(None) == ""
+
+
+def test_verdict_channel_accepts_one_signed_line_only() -> None:
+    key = channel.new_key()
+    r, w = os.pipe()
+    k_r, k_w = os.pipe()
+    os.write(k_w, key)
+    os.close(k_w)
+    p_r, p_w = os.pipe()
+    ch = channel.WorkerChannel(w, p_w, k_r)
+    ch.progress("build", 0, 1, "x")
+    ch.send({"phase": "done"})
+    data = os.read(r, 65536)
+    assert channel.read_verdict(data, key) == ({"phase": "done"}, "")
+    assert channel.read_verdict(data, channel.new_key())[0] is None
+    forged = b'{"body": "{}", "mac": "00"}\n'
+    payload, problem = channel.read_verdict(forged + data, key)
+    assert payload == {"phase": "done"} and "2 message(s), 1 validly signed" in problem
+    assert channel.parse_progress(os.read(p_r, 4096).splitlines()[0]) == ("build", 0, 1, "x")
+    for fd in (r, p_r):
+        os.close(fd)
+
+
+def test_the_launcher_and_the_eval_command_never_import_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, evaluator.launch, cudal1_tui.cli.commands.eval_cmd; "
+            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0

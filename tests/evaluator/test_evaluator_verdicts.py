@@ -1,0 +1,192 @@
+"""End-to-end verdicts on CPU: real worker subprocesses, real timing, real crashes."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+from evaluator_cases import (
+    DIAG_FAST,
+    DIAG_PROBLEM,
+    LINEAR_HONEST,
+    LINEAR_PROBLEM,
+    job,
+    linear_candidate,
+)
+
+from evaluator.launch import evaluate
+
+HONEST_BODY = "        return torch.relu(self.fc(x))"
+
+
+def codes(result: object) -> set[str]:
+    return {f.code for f in result.flags}  # type: ignore[attr-defined]
+
+
+def test_honest_candidate_is_ok_with_speedup_near_one() -> None:
+    stages: list[str] = []
+    result = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST),
+                      on_progress=lambda stage, done, total, detail: stages.append(stage))
+    assert result.status == "ok", result.message
+    assert result.correct and len(result.trials) == 2 and all(t.ok for t in result.trials)
+    assert result.trials[0].max_abs_err < 1e-4
+    assert result.speedup is not None and 0.3 < result.speedup < 3.0
+    assert result.reward == 0.0 or result.speedup >= 1.01
+    assert {"reference", "candidate", "reference_pristine"} <= set(result.timing)
+    cand = result.timing["candidate"]
+    assert cand.n >= 5 and len(cand.samples_ms) == cand.n and cand.clock == "perf_counter"
+    assert cand.p10_ms <= cand.median_ms <= cand.p90_ms
+    assert result.tolerance["preset"] == "strict"
+    assert result.tolerance["by_dtype"]["float32"] == {"atol": 1e-4, "rtol": 1e-4}
+    assert result.device["type"] == "cpu" and result.versions["torch"]
+    assert "gcc" in result.versions
+    assert {"build", "correctness", "timing", "reference"} <= set(stages)
+    assert not result.strict_reevaluation
+
+
+def test_diagonal_matmul_rewrite_is_a_real_speedup_and_survives_strict_mode() -> None:
+    result = evaluate(job(DIAG_PROBLEM, DIAG_FAST, strict_threshold=3.0))
+    assert result.status == "ok", result.message
+    assert result.speedup is not None and result.speedup > 5
+    assert result.strict_reevaluation and len(result.trials) == 6
+    assert result.reward > 0 and result.reward_formula == "clipped_speedup"
+
+
+def test_wrong_output_is_incorrect_and_stdout_cannot_forge_a_verdict() -> None:
+    body = ('        print(\'{"status": "ok", "speedup": 100.0, "correct": true}\')\n'
+            "        return torch.relu(self.fc(x)) + 1e-2")
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body)))
+    assert result.status == "incorrect"
+    assert result.reward == 0.0 and not result.correct
+    assert not result.trials[0].ok and result.trials[0].max_abs_err > 1e-3
+    assert "outside atol" in result.message
+
+
+def test_exception_in_forward_is_a_runtime_error() -> None:
+    body = '        raise ValueError("kaboom in forward")'
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body)))
+    assert result.status == "runtime_error"
+    assert "kaboom in forward" in result.message and result.reward == 0.0
+
+
+def test_segfault_is_a_runtime_error_naming_the_signal() -> None:
+    # faulthandler raises a real SIGSEGV; os.kill itself is refused by the runtime guard
+    body = "        import faulthandler\n        faulthandler._sigsegv()"
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body)))
+    assert result.status == "runtime_error"
+    assert "SIGSEGV" in result.message and "segmentation fault" in result.message
+
+
+def test_hang_is_a_timeout_within_the_limit() -> None:
+    body = "        while True:\n            pass"
+    started = time.monotonic()
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body), timeout_s=10.0))
+    assert result.status == "timeout"
+    assert "timed out after 10 s" in result.message
+    assert time.monotonic() - started < 25
+
+
+def test_cancel_kills_the_evaluation_and_says_so() -> None:
+    body = "        while True:\n            pass"
+    cancel = threading.Event()
+    threading.Timer(3.0, cancel.set).start()
+    started = time.monotonic()
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body), timeout_s=120.0), cancel=cancel)
+    assert result.status == "timeout" and result.message == "cancelled"
+    assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize("body", [
+    "        big = torch.ones(2**31, dtype=torch.float32)  # 8 GiB > the 6 GiB limit\n"
+    "        return torch.relu(self.fc(x)) + big[0]",
+    "        big = torch.empty(1 << 41, dtype=torch.uint8)\n        return big",
+])
+def test_huge_allocation_is_a_runtime_error_about_memory(body: str) -> None:
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body)))
+    assert result.status == "runtime_error"
+    assert "out of memory" in result.message
+
+
+def test_the_candidate_never_sees_the_users_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_home = os.path.expanduser("~")
+    monkeypatch.setenv("OPENAI_API_KEY", "sekrit")
+    monkeypatch.setenv("HF_TOKEN", "sekrit")
+    monkeypatch.setenv("MY_DB_PASSWORD", "sekrit")
+    body = ('        seen = [k for k, v in os.environ.items() if "sekrit" in v]\n'
+            "        if seen:\n"
+            '            raise RuntimeError(f"saw secrets: {seen}")\n'
+            f'        if os.environ["HOME"] == {real_home!r}:\n'
+            '            raise RuntimeError("the real home directory")\n'
+            "        return torch.relu(self.fc(x))")
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body)))
+    assert result.status == "ok", result.message
+
+
+def test_unwritten_empty_output_reads_poison_not_the_reference() -> None:
+    body = ("        ref_like = torch.relu(self.fc(x))\n"
+            "        del ref_like\n"
+            "        return torch.empty(x.shape[0], self.fc.out_features)")
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body)))
+    assert result.status == "incorrect" and result.reward == 0.0
+
+
+def test_input_mutation_is_flagged_and_rejected() -> None:
+    body = "        out = torch.relu(self.fc(x))\n        x.mul_(2.0)\n        return out"
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body)))
+    assert result.status == "rejected" and result.reward == 0.0
+    assert "input_mutation" in codes(result)
+
+
+def test_a_call_count_cache_fails_the_timed_recheck() -> None:
+    header = "_calls = [0]"
+    body = ("        _calls[0] += 1\n"
+            "        if _calls[0] > 4:  # correct during the 2 trials x 2 calls, then cached\n"
+            "            return torch.zeros(x.shape[0], self.fc.out_features)\n"
+            "        return torch.relu(self.fc(x))")
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body, header)))
+    assert result.status == "incorrect" and result.reward == 0.0
+    assert all(t.ok for t in result.trials)
+    assert "timed_output_mismatch" in codes(result)
+
+
+def test_a_patched_torch_op_that_slows_the_reference_is_rejected() -> None:
+    header = ("import time\n_relu = torch.relu\n\n\n"
+              "def _slow_relu(*args, **kwargs):\n    time.sleep(0.003)\n"
+              "    return _relu(*args, **kwargs)\n\n\ntorch.relu = _slow_relu\n")
+    body = "        return torch.clamp_min(self.fc(x), 0.0)"
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body, header)))
+    assert result.status == "rejected" and result.reward == 0.0
+    rejects = {f.code for f in result.flags if f.severity == "reject"}
+    assert rejects  # reference_slowed here, or an integrity flag once the guard catches it first
+    if "reference_slowed" in rejects:
+        timing = result.timing
+        assert timing["reference"].median_ms > 1.15 * timing["reference_pristine"].median_ms
+
+
+def test_a_forged_verdict_on_every_fd_is_detected() -> None:
+    header = ("for _fd in [int(n) for n in os.listdir('/proc/self/fd') if int(n) > 2]:\n"
+              "    try:\n"
+              "        os.write(_fd, b'{\"body\": \"{}\", \"mac\": \"00\"}\\n')\n"
+              "    except OSError:\n"
+              "        pass\n")
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(HONEST_BODY, header)))
+    assert result.status != "ok" and result.reward == 0.0
+    assert "verdict_channel_tampered" in codes(result)
+
+
+def test_probe_runs_isolated_and_reports_a_crash_as_a_result() -> None:
+    from evaluator.launch import probe
+    from evaluator.schema import ProbeJob
+
+    good = probe(ProbeJob(problem_source=LINEAR_PROBLEM, timing_budget_s=0.3))
+    assert good.ok, good.message
+    assert [t.shape for t in good.inputs] == [[64, 128]]
+    crash = LINEAR_PROBLEM.replace("return [torch.randn(batch, d_in)]",
+                                   "import faulthandler\n    faulthandler._sigsegv()")
+    bad = probe(ProbeJob(problem_source=crash, timing_budget_s=0.3))
+    assert not bad.ok and bad.error_kind == "crash" and "SIGSEGV" in bad.message
+    hang = LINEAR_PROBLEM.replace("return [torch.randn(batch, d_in)]", "while True:\n        pass")
+    slow = probe(ProbeJob(problem_source=hang, timeout_s=8.0))
+    assert not slow.ok and slow.error_kind == "timeout"

@@ -1,0 +1,199 @@
+"""Pilot tests driven by the real engine: CPU evaluation, the local replay model server."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import ui_problems as problems
+from textual.widgets import Button, Input, Log, RadioButton, Static, TextArea
+from ui_helpers import SIZE, engine_settings, plain, wait_until
+
+from cudal1_tui.config import Settings
+from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
+from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.store.session import Session
+from cudal1_tui.ui.app import CudaL1App
+from cudal1_tui.ui.screens.export import ExportScreen
+from cudal1_tui.ui.screens.rounds import RoundsScreen
+from cudal1_tui.ui.screens.sessions import SessionsScreen
+from cudal1_tui.ui.screens.settings import SettingsScreen
+from cudal1_tui.ui.widgets.banner import ErrorBanner
+from cudal1_tui.ui.widgets.detail import DetailPane
+from cudal1_tui.ui.widgets.variants import VariantTable
+
+
+def _ready(app: CudaL1App) -> bool:
+    return app.runner.engine is not None and app.header_info.status.startswith("ready")
+
+
+def _decision(app: CudaL1App) -> str:
+    record = app.selected_record()
+    return record.decision if record else ""
+
+
+def _trace(session_dir: Path) -> list[dict[str, object]]:
+    lines = (session_dir / "trace.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+async def test_round_accept_undo_reject_and_quit_saves(problem_file: Path,
+                                                       settings: Settings) -> None:
+    app = CudaL1App(problem_file, settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: _ready(app), "the session to open")
+        assert app.header_info.device.startswith("cpu") and app.header_info.reference_ms
+        await pilot.press("n")
+        await wait_until(pilot, lambda: app.query_one(VariantTable).row_count == 1
+                         and not app.round_running, "a result row")
+        record = app.selected_record()
+        assert record is not None and record.status == "ok", record
+        assert app.query_one("#code-python", TextArea).text == record.code
+        assert "ModelNew" in plain(app.query_one("#diff-body", Static))
+        assert any("clamp_min" in line for line in app.query_one("#content", Log).lines)
+
+        await pilot.press("a")
+        await wait_until(pilot, lambda: _decision(app) == "accepted", "the accept")
+        engine = app.runner.engine
+        assert engine is not None
+        session_dir = Path(engine.session_path)
+        await pilot.press("u")
+        await wait_until(pilot, lambda: _decision(app) != "accepted", "the undo")
+        await pilot.press("r")
+        await wait_until(pilot, lambda: _decision(app) == "rejected", "the reject")
+        await pilot.press("q")
+        await wait_until(pilot, lambda: app.return_code is not None, "the app to quit")
+    assert app.runner.engine is None  # closed on quit
+    rows = _trace(session_dir)
+    decisions = [r["decision"] for r in rows if r.get("kind") == "decision"]
+    assert decisions == ["accepted", "undone", "rejected"]
+    assert [r["status"] for r in rows if r.get("kind") == "candidate"] == ["ok"]
+    assert not (session_dir / "session.lock").exists() or Session.open(session_dir)
+
+
+async def test_settings_and_export_reach_the_engine_and_the_store(
+    problem_file: Path, settings: Settings, tmp_path: Path
+) -> None:
+    app = CudaL1App(problem_file, settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: _ready(app), "the session to open")
+        await pilot.press("s")
+        assert isinstance(app.screen, SettingsScreen)
+        app.screen.query_one("#set-temperature", Input).value = "9"
+        await pilot.click("#settings-save")
+        assert "out of range" in plain(app.screen.query_one("#settings-error", Static))
+        await pilot.pause(0.3)  # a button ignores clicks during its press animation
+        app.screen.query_one("#set-temperature", Input).value = "0.25"
+        app.screen.query_one("#set-candidates_per_round", Input).value = "3"
+        await pilot.click("#settings-save")
+        engine = app.runner.engine
+        assert engine is not None
+        await wait_until(pilot, lambda: engine.settings.temperature == 0.25,
+                         "the engine's settings")
+        assert engine.settings.candidates_per_round == 3
+
+        await pilot.press("e")
+        assert isinstance(app.screen, ExportScreen)
+        jsonl = next(b for b in app.screen.query(RadioButton) if b.name == "jsonl")
+        await pilot.click(jsonl)
+        destination = tmp_path / "out" / "trace-export.jsonl"
+        app.screen.query_one("#export-dest", Input).value = str(destination)
+        await pilot.click("#export-go")
+        await wait_until(pilot, destination.is_file, "the export file")
+        assert not app.query_one(ErrorBanner).display
+
+
+async def test_several_rounds_then_cancel(problem_file: Path, tmp_path: Path) -> None:
+    slow = ReplayConfig(replies=(Reply(problems.REPLY, problems.REASONING),), chunk_chars=8,
+                        latency_s=0.05)
+    with ReplayServer(slow) as server:
+        app = CudaL1App(problem_file, engine_settings(tmp_path, server.base_url))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: _ready(app), "the session to open")
+            await pilot.press("N")
+            assert isinstance(app.screen, RoundsScreen)
+            app.screen.query_one(Input).value = "5"
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: app.query_one("#content", Log).line_count > 0,
+                             "the model's reply to stream")
+            assert "generating" in plain(app.query_one("#stage", Static))
+            await pilot.press("escape")
+            await wait_until(pilot, lambda: not app.round_running, "the cancel", timeout=60)
+            assert app.query_one(VariantTable).row_count == 0
+            assert "cancel" in app.header_info.status
+
+
+async def test_server_down_shows_banner_then_retry_uses_the_server_once_up(
+    problem_file: Path, tmp_path: Path
+) -> None:
+    with socket.socket() as probe:  # a free port, where nothing listens yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = engine_settings(tmp_path, f"http://127.0.0.1:{port}/v1")
+    app = CudaL1App(problem_file, settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: _ready(app), "the session to open")
+        await pilot.press("n")
+        banner = app.query_one(ErrorBanner)
+        await wait_until(pilot, lambda: banner.display, "the error banner")
+        text = plain(banner.query_one("#banner-message", Static)) + plain(
+            banner.query_one("#banner-fix", Static))
+        assert "model server" in text and "OPENAI_BASE_URL" in text
+        assert banner.query_one("#banner-retry", Button).display
+        await wait_until(pilot, lambda: not app.round_running, "the round to end")
+        assert "Traceback" not in "\n".join(app.log_history)
+        config = ReplayConfig(replies=(Reply(problems.REPLY, problems.REASONING),), port=port)
+        with ReplayServer(config):
+            await pilot.pause(0.3)  # let the banner's layout settle before clicking it
+            await pilot.click("#banner-retry")
+            await wait_until(pilot, lambda: app.query_one(VariantTable).row_count == 1
+                             and not app.round_running, "the model's candidate")
+        assert not banner.display
+        record = app.selected_record()
+        assert record is not None and record.source == "model"
+
+
+async def test_open_a_past_session(problem_file: Path, settings: Settings,
+                                   tmp_path: Path) -> None:
+    old = Session.create(problem_file, problems.PROBLEM, settings)
+    old.append_candidate(CandidateRecord(
+        record_id="old-1", session_id=old.id, round=1, slot=0, source="model",
+        problem_name="relu_scale", code=problems.CANDIDATE, result={"status": "ok"},
+        reward=0.5, reward_formula="clipped_speedup", status="ok", speedup=1.5))
+    old.close()
+    app = CudaL1App(problem_file, settings)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: _ready(app), "the session to open")
+        first = app.header_info.session_id
+        await pilot.press("o")
+        await wait_until(pilot, lambda: isinstance(app.screen, SessionsScreen), "the list")
+        table = app.screen.query_one("#sessions-table")
+        assert table.row_count == 2
+        keys = [str(k.value) for k in table.rows]
+        await pilot.click("#sessions-table", offset=(2, 1 + keys.index(old.id)))
+        await pilot.click("#sessions-open")
+        await wait_until(pilot, lambda: app.header_info.session_id == old.id
+                         and _ready(app), "the old session to open")
+        await wait_until(pilot, lambda: app.query_one(VariantTable).row_count == 1, "its rows")
+        assert app.selected_record() is not None and app.selected_record().record_id == "old-1"
+        assert first != old.id
+        app.query_one(DetailPane).active = "tab-code"
+
+
+async def test_broken_problem_shows_the_inspection_then_retry_opens(
+    problem_file: Path, settings: Settings
+) -> None:
+    good = problem_file.read_text(encoding="utf-8")
+    problem_file.write_text(good.replace("def get_inputs", "def get_inputz"), encoding="utf-8")
+    app = CudaL1App(problem_file, settings)
+    async with app.run_test(size=SIZE) as pilot:
+        banner = app.query_one(ErrorBanner)
+        await wait_until(pilot, lambda: banner.display, "the error banner")
+        assert "get_inputs" in plain(banner.query_one("#banner-message", Static))
+        assert app.runner.engine is None or not _ready(app)
+        problem_file.write_text(good, encoding="utf-8")
+        await pilot.pause(0.3)  # let the banner's layout settle before clicking it
+        await pilot.click("#banner-retry")
+        await wait_until(pilot, lambda: _ready(app), "the session to open after the fix")
+        assert not banner.display
