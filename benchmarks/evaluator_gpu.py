@@ -39,7 +39,6 @@ DOBENCH_EXAMPLES = [
     "mixer_block",
 ]
 REPEAT_CANDIDATES = [
-    ("diag_matmul", "diag_matmul_cuda"),
     ("gelu_swish_chain", "gelu_swish_chain_cuda"),
     ("rmsnorm", "rmsnorm_cuda"),
 ]
