@@ -76,7 +76,7 @@ def table(title: str, header: list[str], rows: list[list[Any]]) -> str:
     cells = [[str(c) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
               for i, h in enumerate(header)]
-    line = lambda row: "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |"  # noqa: E731
+    line = lambda row: "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"  # noqa: E731, E501
     out = [f"\n### {title}\n", line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     out += [line(r) for r in cells]
     return "\n".join(out)
@@ -129,8 +129,8 @@ def section_repeat(build_dir: str, times: int = 5) -> tuple[str, list[dict[str, 
                           " ".join(f"{s:.2f}" for s in speedups), fmt(med, 4),
                           f"{spread * 100:.2f}%" if spread is not None else "—"])
     text = table(f"same candidate evaluated {times} times",
-                 ["candidate", "statuses", "kernel µs", "speedups", "median", "spread (max-min)/med"],
-                 printable)
+                 ["candidate", "statuses", "kernel µs", "speedups", "median",
+                  "spread (max-min)/med"], printable)
     return text, rows
 
 
@@ -160,8 +160,6 @@ def _dobench_median(problem_source: str) -> float:
 
         ms = triton.testing.do_bench(lambda: model(*inputs), warmup=100, rep=500,
                                      return_mode="median")
-    del model, inputs
-    torch.cuda.empty_cache()
     return float(ms)
 
 
@@ -174,9 +172,10 @@ def section_dobench(build_dir: str) -> tuple[str, list[dict[str, Any]]]:
         ours = median_ms(result, "reference_pristine") or median_ms(result, "reference")
         theirs = _dobench_median(source)
         ratio = ours / theirs if ours else None
+        reference = result.timing.get("reference")
         rows.append({"problem": name, "status": result.status, "evaluator_ms": ours,
                      "do_bench_ms": theirs, "ratio": ratio, "speedup_copy": result.speedup,
-                     "samples": result.timing.get("reference").n if result.timing.get("reference") else 0})
+                     "samples": reference.n if reference else 0})
         printable.append([name, result.status, fmt(ours, 4), fmt(theirs, 4),
                           f"{(ratio - 1) * 100:+.1f}%" if ratio else "—", fmt(result.speedup, 3)])
     text = table("evaluator reference median vs triton.testing.do_bench (median)",
