@@ -7,6 +7,7 @@ import contextlib
 import gc
 import importlib.util
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -117,7 +118,8 @@ def test_frames_through_inspect_and_tracebacks_are_blocked(guard: Guard) -> None
 def test_file_writes_outside_temp_dir(guard: Guard, tmp_path: Path) -> None:
     guard.lock_down()
     (tmp_path / "ok.txt").write_text("inside the temp dir is fine")
-    outside = Path(__file__).parent / "written_by_candidate.txt"
+    # the filesystem root: never a temp dir, wherever the checkout lies (CI may clone under /tmp)
+    outside = Path(os.path.abspath(os.sep)) / "cudal1-guard-test-written-by-candidate.txt"
     with pytest.raises(PermissionError, match="outside its temp dir"):
         outside.write_text("no")
     assert not outside.exists()
