@@ -7,6 +7,7 @@ trailers (``Cudal1-Action``, ``Cudal1-Record``) from which the line is rebuilt.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,11 +15,13 @@ import git
 
 from cudal1_tui.errors import SessionError
 from cudal1_tui.store.naming import MODULE_FILE
+from cudal1_tui.store.records import DecisionRecord
 
 # Explicit identity: works on machines with no global git config (CI).
 ACTOR = git.Actor("cudal1-tui", "cudal1-tui@localhost")
 ACTION_TRAILER = "Cudal1-Action"
 RECORD_TRAILER = "Cudal1-Record"
+NO_GIT_NOTE = "no git history (a recorded or copied session)"
 GITIGNORE = "# only the optimized module is tracked; the rest is the session's store\n*\n" \
     f"!.gitignore\n!{MODULE_FILE}\n"
 
@@ -36,10 +39,10 @@ class HistoryEntry:
 
 
 class History:
-    """A session directory's git repository."""
+    """A session directory's git repository (``repo`` None: a trace-only folder, read-only)."""
 
-    def __init__(self, repo: git.Repo) -> None:
-        self.repo = repo
+    def __init__(self, repo: git.Repo | None) -> None:
+        self._repo = repo
         self._log: list[HistoryEntry] | None = None  # cached; our own commits reset it
 
     @classmethod
@@ -59,12 +62,26 @@ class History:
         return history
 
     @classmethod
-    def open(cls, directory: Path) -> History:
+    def open(cls, directory: Path, *, optional: bool = False) -> History:
+        """The directory's repository; with ``optional``, an empty history when it has none."""
         try:
             return cls(git.Repo(directory))
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            if optional:
+                return cls(None)
             raise SessionError(f"{directory} has no git history",
                                fix="the session is damaged; start a new one") from None
+
+    @property
+    def has_git(self) -> bool:
+        return self._repo is not None
+
+    @property
+    def repo(self) -> git.Repo:
+        if self._repo is None:
+            raise SessionError(NO_GIT_NOTE, fix="changes need the session's git repository: "
+                               "copy the folder with its .git")
+        return self._repo
 
     def commit_accept(self, code: str, subject: str, body: str, record_id: str) -> str:
         return self._commit(code, _message(subject, body, "accept", record_id))
@@ -96,8 +113,10 @@ class History:
 
     def log(self) -> list[HistoryEntry]:
         """Every commit, newest first."""
+        if self._repo is None:
+            return []
         if self._log is None:
-            self._log = [_entry(c) for c in self.repo.iter_commits()]
+            self._log = [_entry(c) for c in self._repo.iter_commits()]
         return list(self._log)
 
     def module_source(self) -> str:
@@ -120,6 +139,20 @@ class History:
         commit = self.repo.index.commit(message, author=ACTOR, committer=ACTOR)
         self._log = None
         return str(commit.hexsha)
+
+
+def accepted_record_id(history: History, decisions: Sequence[DecisionRecord]) -> str:
+    """The record ``model.py`` holds: from git, else folded from the trace's decisions."""
+    if history.has_git:
+        live = history.accepted()
+        return live.record_id if live else ""
+    stack: list[str] = []
+    for decision in decisions:
+        if decision.decision == "accepted" and decision.record_id not in stack[-1:]:
+            stack.append(decision.record_id)
+        elif decision.decision == "undone" and stack and stack[-1] == decision.record_id:
+            stack.pop()
+    return stack[-1] if stack else ""
 
 
 def _message(subject: str, body: str, action: str, record_id: str) -> str:

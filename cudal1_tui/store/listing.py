@@ -10,7 +10,7 @@ from typing import Any
 
 from cudal1_tui.errors import SessionError
 from cudal1_tui.store import naming
-from cudal1_tui.store.history import History
+from cudal1_tui.store.history import History, accepted_record_id
 from cudal1_tui.store.meta import META_FILE, read_meta
 from cudal1_tui.store.trace import read_trace
 
@@ -74,10 +74,11 @@ def resolve_session(ref: str, root: Path | None) -> Path:
 
 def summarize(path: Path) -> SessionSummary:
     meta = read_meta(path)
-    records = read_trace(path / naming.TRACE_FILE).folded()
+    contents = read_trace(path / naming.TRACE_FILE)
+    records = contents.folded()
     speeds = [r.speedup for r in records if r.status == "ok" and r.speedup is not None]
-    live = History.open(path).accepted()
-    accepted = next((r for r in records if live and r.record_id == live.record_id), None)
+    live = accepted_record_id(History.open(path, optional=True), contents.decisions)
+    accepted = next((r for r in records if live and r.record_id == live), None)
     return SessionSummary(
         session_id=meta.session_id or path.name,
         folder=str(path),

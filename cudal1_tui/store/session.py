@@ -24,7 +24,7 @@ from typing import Any, TypeVar, cast
 from cudal1_tui.config import Settings, sessions_dir
 from cudal1_tui.errors import SessionError
 from cudal1_tui.store import naming
-from cudal1_tui.store.history import History, HistoryEntry
+from cudal1_tui.store.history import NO_GIT_NOTE, History, HistoryEntry, accepted_record_id
 from cudal1_tui.store.listing import resolve_session
 from cudal1_tui.store.lock import SessionLock
 from cudal1_tui.store.measure import candidate_ms, reference_ms
@@ -59,6 +59,7 @@ class Session:
         self.history = history
         self.readonly = readonly
         self.warnings: list[str] = []
+        self.notes: list[str] = [] if history.has_git else [NO_GIT_NOTE]
         self._lock = SessionLock(path / naming.LOCK_FILE)
         self._writer = TraceWriter(path / naming.TRACE_FILE)
         self._candidates: dict[str, CandidateRecord] = {}
@@ -104,9 +105,14 @@ class Session:
     def open(
         cls, ref: str | Path, sessions_root: Path | None = None, *, readonly: bool = False
     ) -> Session:
-        """Open by id, unique id prefix, or path. Writable opens take the session lock."""
+        """Open by id, unique id prefix, or path. Writable opens take the session lock.
+
+        A read-only open also works on a folder without git (a recorded or copied session):
+        its history is empty and the accepted candidate comes from the trace's decisions.
+        """
         path = resolve_session(str(ref), sessions_root)
-        session = cls(path, read_meta(path), History.open(path), readonly=readonly)
+        history = History.open(path, optional=readonly)
+        session = cls(path, read_meta(path), history, readonly=readonly)
         if readonly:
             session._load()
         else:
@@ -237,10 +243,10 @@ class Session:
 
     def accepted(self) -> CandidateRecord | None:
         """The candidate ``model.py`` holds now (the git line's newest live accept)."""
-        live = self.history.accepted()
-        if live is None or live.record_id not in self._candidates:
+        live = accepted_record_id(self.history, self._decisions)
+        if live not in self._candidates:
             return None
-        return self.record(live.record_id)
+        return self.record(live)
 
     def best(self) -> CandidateRecord | None:
         """The fastest verified candidate (earliest on ties)."""

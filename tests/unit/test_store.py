@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,31 @@ def test_without_git_creation_fails_cleanly(tmp_path: Path, root: Path,
         Session.create(tmp_path / "double.py", REFERENCE, Settings(), root=root)
     assert "install git" in err.value.fix
     assert list(root.iterdir()) == []  # nothing half-made left behind
+
+
+def test_a_copied_session_without_git_opens_read_only(session: Session, tmp_path: Path) -> None:
+    a, b = record(session, 1, 0, cand_ms=1.0), record(session, 1, 1, cand_ms=0.5)
+    for rec in (a, b):
+        session.append_candidate(rec)
+    session.accept(a.record_id)
+    session.accept(b.record_id)
+    session.undo()
+    session.close()
+    copies = tmp_path / "copies"
+    copy = copies / "copied"
+    shutil.copytree(session.path, copy, ignore=shutil.ignore_patterns(".git"))
+
+    with Session.open(copy, readonly=True) as again:
+        assert not again.history.has_git and again.history_log() == []
+        assert again.notes == ["no git history (a recorded or copied session)"]
+        assert again.accepted().record_id == a.record_id  # type: ignore[union-attr]
+        assert {r.record_id: r.decision for r in again.records()} == {
+            a.record_id: "accepted", b.record_id: "undone"}
+        with pytest.raises(SessionError, match="read-only"):
+            again.accept(b.record_id)
+    with pytest.raises(SessionError, match="has no git history"):
+        Session.open(copy)  # writable opens still need the repository
+    [summary] = list_sessions(copies)
+    assert (summary.accepted_record, summary.accepted_speedup) == (a.record_id, 2.0)
+    with Session.open(session.path, readonly=True) as original:
+        assert original.notes == [] and original.history.has_git

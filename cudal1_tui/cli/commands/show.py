@@ -47,6 +47,7 @@ def _as_json(session: Session) -> dict[str, Any]:
                      "summary": e.summary, "at": e.committed_at}
                     for e in session.history_log()],
         "warnings": session.warnings,
+        "notes": session.notes,
     }
 
 
@@ -70,10 +71,17 @@ def _print(console: Console, session: Session) -> None:
                   f"folder  {session.path}")
     for warning in session.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
+    for note in session.notes:
+        console.print(f"note: {note}", highlight=False)
     console.print(_candidates_table(session))
     best = session.best()
     console.print(f"best: {speed(best.speedup) if best else '-'}"
                   f"{f' ({best.record_id})' if best else ''}")
+    if not session.history.has_git:
+        accepted = session.accepted()
+        console.print(f"[bold]accepted[/] (from the trace): "
+                      f"{accepted.record_id if accepted else '-'}", highlight=False)
+        return
     console.print("[bold]accepted line[/] (git log, newest first):")
     for entry in session.history_log():
         console.print(f"  {entry.sha[:10]}  {entry.summary}", highlight=False)
