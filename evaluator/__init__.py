@@ -8,6 +8,7 @@ evaluator's own subprocesses (``python -m evaluator``).
 from evaluator.schema import (
     JOB_VERSION,
     RESULT_VERSION,
+    BuildOutcome,
     Flag,
     Job,
     ProbeJob,
@@ -22,6 +23,7 @@ from evaluator.schema import (
 __all__ = [
     "JOB_VERSION",
     "RESULT_VERSION",
+    "BuildOutcome",
     "Flag",
     "Job",
     "ProbeJob",

@@ -4,9 +4,10 @@ User-facing (print JSON on stdout; candidate code never runs in this process):
     python -m evaluator run JOB.json [-o RESULT.json]
     python -m evaluator probe PROBEJOB.json
     python -m evaluator reference JOB.json
+    python -m evaluator build JOB.json        # compile only (fills the build cache)
 
 Internal (spawned by ``evaluator.launch``; the verdict goes to ``--result-fd``):
-    python -m evaluator _child {run,reference,probe} JOB.json --result-fd N ...
+    python -m evaluator _child {run,reference,probe,build} JOB.json --result-fd N ...
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def _child(args: argparse.Namespace) -> None:
     from evaluator.sandbox import Limits, apply_limits
 
     apply_limits(Limits.from_arg(args.limits))
+    if args.wait_fd is not None:
+        apply_limits(Limits.from_arg(_wait_for_job(args.mode, args.wait_fd, args.warm_device)))
     from evaluator.channel import WorkerChannel
 
     channel = WorkerChannel(args.result_fd, args.progress_fd, args.key_fd)
@@ -39,6 +42,10 @@ def _child(args: argparse.Namespace) -> None:
             from evaluator import worker
 
             payload = worker.run(job, channel).to_dict()
+        elif args.mode == "build":
+            from evaluator import builder
+
+            payload = asdict(builder.run(job))
         else:
             from evaluator import reference
 
@@ -47,6 +54,42 @@ def _child(args: argparse.Namespace) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # no atexit hooks or lingering candidate threads between us and the exit
+
+
+def _wait_for_job(mode: str, fd: int, device: str) -> str:
+    """A warm child: import what the mode needs, then wait for the parent's go line (the job's
+    limits; the job file is written by then), returned. No job and no candidate code has been
+    seen before this returns. Exits when the pipe closes unused, when the parent dies, or
+    after the idle limit."""
+    import importlib
+    import select
+    import time
+
+    from evaluator.sandbox import WARM_IDLE_S
+
+    parent = os.getppid()
+    module = {"run": "evaluator.worker", "reference": "evaluator.reference",
+              "build": "evaluator.builder"}.get(mode)
+    if module is not None:
+        importlib.import_module(module)  # torch and the evaluator, as a cold child imports them
+        if device.startswith("cuda"):
+            import contextlib
+
+            import torch
+
+            # the CUDA context, created ahead (the worker reports a bad device itself)
+            with contextlib.suppress(Exception):
+                torch.zeros(1, device=device)
+    deadline = time.monotonic() + WARM_IDLE_S
+    while time.monotonic() < deadline and os.getppid() == parent:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if ready:
+            with os.fdopen(fd, "rb") as pipe:
+                line = pipe.readline()
+            if line.endswith(b"\n"):
+                return line.decode()
+            break  # closed unused
+    os._exit(0)
 
 
 def _probe_payload(text: str) -> dict[str, Any]:
@@ -74,8 +117,10 @@ def _read(path: str) -> str:
 
 
 def _user(args: argparse.Namespace) -> int:
-    from evaluator import launch
+    from evaluator import launch, warm
     from evaluator.schema import Job, ProbeJob
+
+    warm.enabled = False  # one evaluation and out: a warm child would only be thrown away
 
     text = _read(args.job)
     try:
@@ -83,6 +128,8 @@ def _user(args: argparse.Namespace) -> int:
             out = launch.probe(ProbeJob.from_json(text)).to_json()
         elif args.mode == "reference":
             out = json.dumps(asdict(launch.pristine_reference(Job.from_json(text))), indent=2)
+        elif args.mode == "build":
+            out = launch.build(Job.from_json(text)).to_json()
         else:
             out = launch.evaluate(Job.from_json(text)).to_json()
     except RuntimeError as exc:
@@ -102,18 +149,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluator", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for mode in ("run", "probe", "reference"):
+    for mode in ("run", "probe", "reference", "build"):
         user = sub.add_parser(mode)
         user.add_argument("job")
         user.add_argument("-o", "--output", default=None, help="write the JSON here")
         user.set_defaults(mode=mode, handler=_user)
     child = sub.add_parser("_child")
-    child.add_argument("mode", choices=["run", "probe", "reference"])
+    child.add_argument("mode", choices=["run", "probe", "reference", "build"])
     child.add_argument("job")
     child.add_argument("--result-fd", type=int, required=True)
     child.add_argument("--progress-fd", type=int, required=True)
     child.add_argument("--key-fd", type=int, required=True)
     child.add_argument("--limits", default="{}")
+    child.add_argument("--wait-fd", type=int, default=None, help="start warm, wait for a byte")
+    child.add_argument("--warm-device", default="")
     child.set_defaults(handler=_child)
     args = parser.parse_args(argv)
     return int(args.handler(args) or 0)

@@ -35,6 +35,16 @@ def build_key(source: str, torch_version: str, arch: str) -> str:
     return digest.hexdigest()[:32]
 
 
+def job_arch(cuda_arch: str) -> str:
+    """The build key's arch part for a job naming its CUDA arch (``Job.cuda_arch``), which also
+    becomes ``TORCH_CUDA_ARCH_LIST``: a build-only run and the worker then agree on the key
+    without the build-only run asking the GPU. "" when the job names none."""
+    if not cuda_arch:
+        return ""
+    os.environ["TORCH_CUDA_ARCH_LIST"] = cuda_arch
+    return f"arch-{cuda_arch}"
+
+
 @dataclass
 class BuildDir:
     path: Path

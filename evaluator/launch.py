@@ -1,6 +1,7 @@
 """The evaluator's public entry points for the app (torch-free: safe in the UI process).
 
     evaluate(job, on_progress=..., cancel=...) -> Result
+    build(job, cancel=...) -> BuildOutcome      (compile only: fills the build cache)
     probe(job) -> ProbeResult
     pristine_reference(job) -> TimingSummary
 
@@ -15,10 +16,11 @@ import threading
 import time
 from dataclasses import replace
 
-from evaluator import build, sandbox, toolinfo, verdict
+from evaluator import build as build_cache
+from evaluator import pristine_cache, sandbox, toolinfo, verdict, warm
 from evaluator.report import WorkerReport
 from evaluator.reward import FORMULAS
-from evaluator.schema import Job, ProbeJob, ProbeResult, Result, TimingSummary
+from evaluator.schema import BuildOutcome, Flag, Job, ProbeJob, ProbeResult, Result, TimingSummary
 from evaluator.stats import summarize
 
 TOLERANCES = ("strict", "relaxed")
@@ -51,8 +53,17 @@ def _spawn(mode: str, text: str, job: Job, timeout_s: float, *,
            on_progress: sandbox.ProgressFn | None = None,
            cancel: threading.Event | None = None) -> sandbox.Outcome:
     limits = limits_for(job.device, job.memory_limit_mb, timeout_s, job.cpu_time_limit_s)
-    return sandbox.Spawn(mode, text, timeout_s, limits, cancel=cancel,
-                         on_progress=on_progress).run()
+    child = warm.take(mode, job.device, limits)
+    if child is None:
+        child = sandbox.Child(mode, limits, job_text=text)
+    return child.run(text, timeout_s, limits=limits, cancel=cancel, on_progress=on_progress)
+
+
+def _prewarm(job: Job) -> None:
+    """Start the next worker now (torch imported, waiting), so that the next evaluation of this
+    kind skips the start-up; it has seen nothing of this job."""
+    limits = limits_for(job.device, job.memory_limit_mb, job.timeout_s, job.cpu_time_limit_s)
+    warm.prepare("run", job.device, limits)
 
 
 def _report(outcome: sandbox.Outcome) -> WorkerReport | None:
@@ -66,7 +77,7 @@ def _report(outcome: sandbox.Outcome) -> WorkerReport | None:
 
 
 def _with_build_dir(job: Job) -> Job:
-    return job if job.build_dir else replace(job, build_dir=str(build.default_build_dir()))
+    return job if job.build_dir else replace(job, build_dir=str(build_cache.default_build_dir()))
 
 
 def _pristine(job: Job, on_progress: sandbox.ProgressFn | None,
@@ -107,17 +118,42 @@ def _once(job: Job, on_progress: sandbox.ProgressFn | None,
     return result
 
 
+def _pristine_for(job: Job, report: WorkerReport, on_progress: sandbox.ProgressFn | None,
+                  cancel: threading.Event | None) -> tuple[WorkerReport | None, Flag | None]:
+    """The pristine reference: reused from an earlier evaluation of the same problem, device,
+    torch and timing settings (a few minutes old at most) unless this candidate's in-process
+    reference disagrees with it, in which case it is measured afresh before any verdict.
+    Strict passes always measure afresh."""
+    key = pristine_cache.key_of(job, report)
+    cached = None if job.strict else pristine_cache.get(key)
+    if cached is not None:
+        entry, age = cached
+        if not pristine_cache.disagrees(report, entry):
+            if on_progress is not None:
+                on_progress("reference", 1, 1, f"pristine reference reused ({age:.0f} s old)")
+            return entry, Flag("reference_pristine_reused", f"pristine reference timing reused "
+                               f"from a clean process {age:.0f} s ago (same problem, device, "
+                               "torch and timing settings)", "info")
+    fresh = _pristine(job, on_progress, cancel)
+    if fresh is not None and not fresh.error_kind and "reference" in fresh.timing:
+        pristine_cache.put(key, fresh)
+    return fresh, None
+
+
 def _single(job: Job, on_progress: sandbox.ProgressFn | None,
             cancel: threading.Event | None) -> Result:
     outcome = _spawn("run", job.to_json(), job, job.timeout_s,
                      on_progress=on_progress, cancel=cancel)
     report = _report(outcome)
-    pristine = None
-    if _needs_pristine(report) and not (cancel is not None and cancel.is_set()):
-        pristine = _pristine(job, on_progress, cancel)
+    pristine, note = None, None
+    if report is not None and _needs_pristine(report) and \
+            not (cancel is not None and cancel.is_set()):
+        pristine, note = _pristine_for(job, report, on_progress, cancel)
         if cancel is not None and cancel.is_set():
             return verdict.decide(job, sandbox.Outcome(cancelled=True), None)
     result = verdict.decide(job, outcome, report, pristine)
+    if note is not None:
+        result.flags.append(note)
     _add_tool_info(result, job)
     return result
 
@@ -163,6 +199,8 @@ def evaluate(job: Job, *, on_progress: sandbox.ProgressFn | None = None,
         note = f"strict re-evaluation (first pass: {first.speedup:.3g}x, {first.status})"
         result.message = f"{result.message}\n{note}" if result.message else note
     result.wall_time_s = round(time.monotonic() - started, 3)
+    if warm.enabled:
+        _prewarm(job)
     return result
 
 
@@ -174,6 +212,33 @@ def pristine_reference(job: Job) -> TimingSummary:
         raise RuntimeError(report.error if report else "the reference process failed")
     raw = report.timing["reference"]
     return summarize(raw.samples_ms, raw.clock)
+
+
+def build(job: Job, *, cancel: threading.Event | None = None) -> BuildOutcome:
+    """Compile only: import the candidate in the worker's sandbox so that its extensions build
+    into ``job.build_dir``; a later ``evaluate(job)`` finds ``build_cached=True``. Nothing is
+    timed and no device is opened (with ``job.cuda_arch`` set, the GPU is not asked at all)."""
+    check_job(job)
+    job = _with_build_dir(job)
+    outcome = _spawn("build", job.to_json(), job, job.timeout_s, cancel=cancel)
+    if outcome.cancelled:
+        return BuildOutcome(ok=False, status="timeout", message="cancelled")
+    if outcome.timed_out:
+        return BuildOutcome(ok=False, status="timeout",
+                            message=f"the build did not finish within {job.timeout_s:g} s")
+    if outcome.payload is None:
+        return BuildOutcome(ok=False, status="runtime_error",
+                            message=verdict.crash_message(outcome, job.memory_limit_mb))
+    try:
+        built = BuildOutcome.from_dict(outcome.payload)
+    except (TypeError, ValueError) as exc:
+        return BuildOutcome(ok=False, status="runtime_error",
+                            message=f"malformed build result: {exc}")
+    if built.status not in ("ok", "compile_error", "runtime_error", "timeout"):
+        return BuildOutcome(ok=False, status="runtime_error",
+                            message=f"malformed build result: status {built.status!r}")
+    built.ok = built.status == "ok"
+    return built
 
 
 def probe(job: ProbeJob) -> ProbeResult:
@@ -192,4 +257,4 @@ def probe(job: ProbeJob) -> ProbeResult:
         return ProbeResult(ok=False, error_kind="crash", message=f"malformed probe result: {exc}")
 
 
-__all__ = ["evaluate", "pristine_reference", "probe", "strict_job"]
+__all__ = ["build", "evaluate", "pristine_reference", "probe", "strict_job"]

@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from evaluator.schema import Flag, TrialReport, _from_dict
 
-ErrorKind = Literal["", "compile", "runtime", "setup"]
+# "blocked": the runtime guard refused a call from candidate code (a verdict: rejected)
+ErrorKind = Literal["", "compile", "runtime", "setup", "blocked"]
 
 
 @dataclass
@@ -48,6 +49,7 @@ class WorkerReport:
     device: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     busy_s: float = 0.0  # the child's own wall time, to bound the sum of its samples
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (benchmarks)
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         if not self.error_kind:

@@ -22,13 +22,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from evaluator import channel
 
 ProgressFn = Callable[[str, int, int, str], None]
+WARM_IDLE_S = 900.0  # an unused warm child exits after this long
 
 _KEEP_EXACT = frozenset({
     "PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL",
@@ -191,9 +192,148 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+class Child:
+    """One isolated child: ``python -m evaluator _child MODE job.json`` in a new session.
+
+    With ``job_text`` the job file is written before the process starts. Without it the child
+    starts *warm*: it imports torch and the evaluator (and initialises CUDA for a CUDA device),
+    then waits on a pipe, having seen no job and no candidate; ``run(job_text)`` writes the job
+    and releases it, which saves the interpreter and torch start-up on the critical path. A warm
+    child that is never used exits when its pipe closes, its parent dies, or after
+    ``WARM_IDLE_S``.
+    """
+
+    def __init__(self, mode: str, limits: Limits, *, job_text: str | None = None,
+                 warm_device: str = "") -> None:
+        self.mode, self.limits = mode, limits
+        self.root = Path(tempfile.mkdtemp(prefix="cudal1-eval-"))
+        self._go_w: int | None = None
+        try:
+            self._start(job_text, warm_device)
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+
+    def _start(self, job_text: str | None, warm_device: str) -> None:
+        home, tmp = self.root / "home", self.root / "tmp"
+        home.mkdir()
+        tmp.mkdir()
+        self.job_path = self.root / "job.json"
+        if job_text is not None:
+            self.job_path.write_text(job_text, encoding="utf-8")
+        self.key = channel.new_key()
+        self._result_r, result_w = os.pipe()
+        self._progress_r, progress_w = os.pipe()
+        key_r, key_w = os.pipe()
+        os.write(key_w, self.key)
+        os.close(key_w)
+        child_fds = [result_w, progress_w, key_r]
+        argv = [
+            sys.executable, "-m", "evaluator", "_child", self.mode, str(self.job_path),
+            "--result-fd", str(result_w), "--progress-fd", str(progress_w),
+            "--key-fd", str(key_r), "--limits", self.limits.to_arg(),
+        ]
+        if job_text is None:
+            go_r, self._go_w = os.pipe()
+            child_fds.append(go_r)
+            # the job's own limits come with the go line; until then only the fixed ones hold
+            argv[argv.index("--limits") + 1] = replace(self.limits, memory_mb=None,
+                                                       cpu_s=None).to_arg()
+            argv += ["--wait-fd", str(go_r), "--warm-device", warm_device]
+        self.out_path, self.err_path = self.root / "stdout.log", self.root / "stderr.log"
+        with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
+            try:
+                self.proc = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=tmp,
+                    env=scrub_env(dict(os.environ), home=home, tmpdir=tmp),
+                    pass_fds=tuple(child_fds), start_new_session=True,
+                )
+            finally:
+                for fd in child_fds:
+                    os.close(fd)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, job_text: str | None, timeout_s: float, *, limits: Limits | None = None,
+            cancel: threading.Event | None = None, on_progress: ProgressFn | None = None,
+            result_limit: int = 64 * 2**20) -> Outcome:
+        """Release the child (writing the job first, and sending ``limits``, when it started
+        warm) and wait for it."""
+        try:
+            if self._go_w is not None:
+                self.limits = limits or self.limits
+                self.job_path.write_text(job_text or "", encoding="utf-8")
+                go, self._go_w = self._go_w, None
+                with contextlib.suppress(OSError):
+                    os.write(go, self.limits.to_arg().encode() + b"\n")
+                os.close(go)
+            return self._wait_for(timeout_s, cancel, on_progress, result_limit)
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def discard(self) -> None:
+        """Kill an unused (warm) child and clean up."""
+        if self._go_w is not None:
+            os.close(self._go_w)
+            self._go_w = None
+        _kill_group(self.proc.pid)
+        self.proc.wait()
+        for fd in (self._result_r, self._progress_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _wait_for(self, timeout_s: float, cancel: threading.Event | None,
+                  on_progress: ProgressFn | None, result_limit: int) -> Outcome:
+        proc, started = self.proc, time.monotonic()
+        data = bytearray()
+        reader = threading.Thread(
+            target=_drain, args=(self._result_r, data, result_limit), daemon=True
+        )
+        reader.start()
+        progress = _ProgressReader(self._progress_r, on_progress)
+        progress.thread.start()
+        outcome = _wait(proc, timeout_s, self.limits, cancel)
+        _kill_group(proc.pid)  # stray grandchildren (ninja, threads' forks) go too
+        proc.wait()
+        reader.join(timeout=10)
+        progress.thread.join(timeout=2)
+        outcome.wall_s = time.monotonic() - started
+        outcome.returncode = proc.returncode
+        outcome.signal_name = "" if outcome.timed_out else signal_name(proc.returncode)
+        outcome.payload, outcome.channel_problem = channel.read_verdict(bytes(data), self.key)
+        outcome.stdout_tail, outcome.stderr_tail = _tail(self.out_path), _tail(self.err_path)
+        outcome.last_stage = progress.last_stage
+        return outcome
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float, limits: Limits,
+          cancel: threading.Event | None) -> Outcome:
+    outcome = Outcome()
+    deadline = time.monotonic() + timeout_s
+    memory = None if limits.address_space else limits.memory_mb
+    while proc.poll() is None:
+        if cancel is not None and cancel.is_set():
+            outcome.cancelled = True
+        elif time.monotonic() > deadline:
+            outcome.timed_out = True
+        elif memory and _rss_mb(proc.pid) > memory:
+            outcome.memory_exceeded = True
+        else:
+            if cancel is not None:
+                cancel.wait(0.05)
+            else:
+                time.sleep(0.05)
+            continue
+        _kill_group(proc.pid)
+        break
+    return outcome
+
+
 @dataclass
 class Spawn:
-    """One isolated child run: ``python -m evaluator _child MODE job.json``."""
+    """One isolated child run, started cold: ``python -m evaluator _child MODE job.json``."""
 
     mode: str
     job_text: str
@@ -204,78 +344,6 @@ class Spawn:
     result_limit: int = 64 * 2**20
 
     def run(self) -> Outcome:
-        root = Path(tempfile.mkdtemp(prefix="cudal1-eval-"))
-        try:
-            return self._run_in(root)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-
-    def _run_in(self, root: Path) -> Outcome:
-        home, tmp = root / "home", root / "tmp"
-        home.mkdir()
-        tmp.mkdir()
-        job_path = root / "job.json"
-        job_path.write_text(self.job_text, encoding="utf-8")
-        key = channel.new_key()
-        result_r, result_w = os.pipe()
-        progress_r, progress_w = os.pipe()
-        key_r, key_w = os.pipe()
-        os.write(key_w, key)
-        os.close(key_w)
-        argv = [
-            sys.executable, "-m", "evaluator", "_child", self.mode, str(job_path),
-            "--result-fd", str(result_w), "--progress-fd", str(progress_w),
-            "--key-fd", str(key_r), "--limits", self.limits.to_arg(),
-        ]
-        out_path, err_path = root / "stdout.log", root / "stderr.log"
-        started = time.monotonic()
-        with out_path.open("wb") as out, err_path.open("wb") as err:
-            try:
-                proc = subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=tmp,
-                    env=scrub_env(dict(os.environ), home=home, tmpdir=tmp),
-                    pass_fds=(result_w, progress_w, key_r), start_new_session=True,
-                )
-            finally:
-                for fd in (result_w, progress_w, key_r):
-                    os.close(fd)
-        data = bytearray()
-        reader = threading.Thread(
-            target=_drain, args=(result_r, data, self.result_limit), daemon=True
-        )
-        reader.start()
-        progress = _ProgressReader(progress_r, self.on_progress)
-        progress.thread.start()
-        outcome = self._wait(proc)
-        _kill_group(proc.pid)  # stray grandchildren (ninja, threads' forks) go too
-        proc.wait()
-        reader.join(timeout=10)
-        progress.thread.join(timeout=2)
-        outcome.wall_s = time.monotonic() - started
-        outcome.returncode = proc.returncode
-        outcome.signal_name = "" if outcome.timed_out else signal_name(proc.returncode)
-        outcome.payload, outcome.channel_problem = channel.read_verdict(bytes(data), key)
-        outcome.stdout_tail, outcome.stderr_tail = _tail(out_path), _tail(err_path)
-        outcome.last_stage = progress.last_stage
-        return outcome
-
-    def _wait(self, proc: subprocess.Popen[bytes]) -> Outcome:
-        outcome = Outcome()
-        deadline = time.monotonic() + self.timeout_s
-        memory = None if self.limits.address_space else self.limits.memory_mb
-        while proc.poll() is None:
-            if self.cancel is not None and self.cancel.is_set():
-                outcome.cancelled = True
-            elif time.monotonic() > deadline:
-                outcome.timed_out = True
-            elif memory and _rss_mb(proc.pid) > memory:
-                outcome.memory_exceeded = True
-            else:
-                if self.cancel is not None:
-                    self.cancel.wait(0.05)
-                else:
-                    time.sleep(0.05)
-                continue
-            _kill_group(proc.pid)
-            break
-        return outcome
+        child = Child(self.mode, self.limits, job_text=self.job_text)
+        return child.run(self.job_text, self.timeout_s, cancel=self.cancel,
+                         on_progress=self.on_progress, result_limit=self.result_limit)

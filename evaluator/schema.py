@@ -67,6 +67,7 @@ class Job:
     strict: bool = False
     profile: bool = True
     reward: RewardSpec = field(default_factory=RewardSpec)
+    cuda_arch: str = ""  # TORCH_CUDA_ARCH_LIST for builds (from the probe); "" = torch detects
     version: int = JOB_VERSION
 
     def to_json(self) -> str:
@@ -169,6 +170,29 @@ class Result:
     @classmethod
     def from_json(cls, text: str) -> Result:
         return cls.from_dict(json.loads(text))
+
+
+BuildStatus = Literal["ok", "compile_error", "runtime_error", "timeout"]
+
+
+@dataclass
+class BuildOutcome:
+    """What a build-only run (``evaluator.launch.build``) did: the candidate imported in the
+    sandbox so that its extensions compile into the keyed build dir; nothing timed."""
+
+    ok: bool
+    status: BuildStatus = "ok"
+    compile_log: str = ""
+    compile_time_s: float = 0.0
+    cached: bool = False
+    message: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BuildOutcome:
+        return _from_dict(cls, data)
 
 
 @dataclass

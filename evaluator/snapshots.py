@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+import torch.utils._device
 
 from evaluator.schema import Flag
 
@@ -57,7 +58,10 @@ def _namespaces(problems: list[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
                 ("torch.cuda", torch.cuda), ("torch.cuda.Event", torch.cuda.Event),
                 ("torch.cuda.Stream", torch.cuda.Stream), ("time", time), ("builtins", builtins),
                 ("os", os), ("random", random), ("math", math), ("threading", threading),
-                ("_thread", _thread), ("sys", sys))
+                ("_thread", _thread), ("sys", sys),
+                # the harness makes CUDA inputs under a DeviceContext
+                ("torch.utils._device", torch.utils._device),
+                ("torch.utils._device.DeviceContext", torch.utils._device.DeviceContext))
     for name in dir(torch.nn):
         cls = getattr(torch.nn, name, None)
         if isinstance(cls, type) and issubclass(cls, torch.nn.Module):

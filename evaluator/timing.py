@@ -22,6 +22,7 @@ import torch
 from evaluator.stats import median_rel_ci
 
 Call = Callable[[list[Any]], Any]
+_perf_counter = time.perf_counter  # bound at import, before any candidate code
 
 
 def _llc_bytes() -> int:
@@ -161,24 +162,38 @@ class InputPool:
 
     Generating inputs on the host between rounds would leave the GPU idle (and its
     clocks falling) for the next timed call. Each set is used once; an exhausted pool
-    is refilled with new sets (new values, often at the same addresses).
+    is refilled with new sets (new values, often at the same addresses), no more than the
+    rounds still expected (``next(want)``) and no more than the memory allows.
     """
 
     def __init__(self, make_inputs: Callable[[], list[Any]], device: torch.device,
                  most: int) -> None:
         self._make = make_inputs
+        started = _perf_counter()
         first = make_inputs()
+        self.make_s = _perf_counter() - started  # the cost of one fresh set
         budget = POOL_BYTES_CPU
         if device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(device)
             budget = min(POOL_BYTES_CUDA, int(free * 0.25))
         self.size = max(1, min(most, budget // max(1, _nbytes(first))))
         self._sets = [first]
+        self.made = 1
 
-    def next(self) -> list[Any]:
+    def next(self, want: int | None = None) -> list[Any]:
         if not self._sets:
-            self._sets = [self._make() for _ in range(self.size)]
+            count = self.size if want is None else max(1, min(self.size, want))
+            self._sets = [self._make() for _ in range(count)]
+            self.made += count
         return self._sets.pop()
+
+
+def rounds_left(plan: Plan, n: int, elapsed: float, per_round: float) -> int:
+    """Timed rounds still expected: the minimum, or what the budget leaves at this pace."""
+    need = max(plan.min_samples - n, 1)
+    if per_round > 0:
+        need = max(need, int((plan.budget_s - elapsed) / per_round) + 1)
+    return max(1, min(need, plan.max_samples - n))
 
 
 def _stable(samples: dict[str, list[float]], plan: Plan) -> bool:
@@ -207,18 +222,24 @@ def interleaved(
     rng = random.Random(os.urandom(16))
     pool = InputPool(make_inputs, clock.device, plan.max_samples + plan.warmup)
     clock.calibrate()
+    warm_start = clock.now()
+    warm_inputs = pool.next(1)  # untimed: one set serves every warm-up round, then is dropped
     for _ in range(plan.warmup):
-        inputs = pool.next()
+        inputs = warm_inputs
         for name, call in sides.items():
             if prepare and name in prepare:
                 prepare[name]()
             call([x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
         clock.sync()
+    del warm_inputs
+    # a timed round costs at least a warm-up round plus one fresh input set
+    floor = (clock.now() - warm_start) / plan.warmup + pool.make_s if plan.warmup else 0.0
+    per_round = floor
     samples: dict[str, list[float]] = {name: [] for name in sides}
     start = clock.now()
     n = 0
     while n < plan.max_samples:
-        inputs = pool.next()
+        inputs = pool.next(rounds_left(plan, n, clock.now() - start, per_round))
         order = list(sides)
         rng.shuffle(order)
         outputs: dict[str, Any] = {}
@@ -238,6 +259,7 @@ def interleaved(
         if progress is not None:
             progress(n, plan.max_samples)
         elapsed = clock.now() - start
+        per_round = max(floor, elapsed / n)
         if n >= plan.min_samples and (_stable(samples, plan) or elapsed > plan.budget_s):
             break
         if elapsed > 3 * plan.budget_s:

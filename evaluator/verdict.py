@@ -95,6 +95,8 @@ def reference_slowed(inproc: TimingSummary, pristine: TimingSummary) -> Flag | N
 def _status(report: WorkerReport, flags: list[Flag]) -> tuple[Status, bool]:
     if report.error_kind == "compile":
         return "compile_error", False
+    if report.error_kind == "blocked":  # the guard refused a call: a verdict, not a crash
+        return "rejected", False
     if report.error_kind:
         return "runtime_error", False
     correct = bool(report.trials) and all(t.ok for t in report.trials)
@@ -125,7 +127,8 @@ def _message(status: Status, report: WorkerReport, outcome: Outcome, result: Res
             return f"trial {bad.trial}: {bad.message}"
         return report.recheck.detail or "incorrect output"
     reasons = [f"{f.code}: {f.reason}" for f in result.flags if f.severity == "reject"]
-    return "; ".join(reasons)[:2000]
+    text = "; ".join(dict.fromkeys(reasons)) or report.error
+    return (f"blocked by the evaluator: {text}" if report.error_kind == "blocked" else text)[:2000]
 
 
 def _from_report(job: Job, outcome: Outcome, report: WorkerReport,

@@ -9,30 +9,19 @@ Any failure ends the run with a report; the parent decides the verdict.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from evaluator import build, envinfo, integrity, profiling
+from evaluator import build, checks, envinfo, integrity
 from evaluator.channel import WorkerChannel
-from evaluator.compare import (
-    clone_inputs,
-    compare_outputs,
-    describe_tolerance,
-    poison,
-    same_inputs,
-)
-from evaluator.harness import (
-    Harness,
-    SetupError,
-    describe_exception,
-    load_matching_state,
-    load_source,
-    plan_of,
-)
+from evaluator.compare import describe_tolerance
+from evaluator.harness import Harness, SetupError, load_source, plan_of
 from evaluator.report import RawTiming, WorkerReport
 from evaluator.schema import Flag, Job, TrialReport
-from evaluator.timing import interleaved
+
+BLOCKED = "blocked by the evaluator"
 
 
 class _Stop(Exception):
@@ -43,10 +32,19 @@ class Worker:
     def __init__(self, job: Job, channel: WorkerChannel, report: WorkerReport) -> None:
         self.job, self.ch, self.rep = job, channel, report
         self.build_path = ""
+        self.guard: integrity.Guard | None = None
+
+    def phase(self, name: str, step: Callable[[], None]) -> None:
+        """Run one phase, recording its wall time (also when it stops the run)."""
+        self.rep.phase = name
+        started = time.monotonic()
+        try:
+            step()
+        finally:
+            self.rep.phases[name] = round(time.monotonic() - started, 4)
 
     # -- setup -------------------------------------------------------------------------
     def setup(self) -> None:
-        self.rep.phase = "setup"
         try:
             self.h = Harness(self.job)
             self.rep.device = envinfo.device_info(self.h.device)
@@ -55,18 +53,23 @@ class Worker:
         except SetupError as exc:
             self.rep.fail("setup", str(exc))
             raise _Stop from None
-        self.rep.tolerance = describe_tolerance(self.job.tolerance)
+        self.rep.tolerance = {**describe_tolerance(self.job.tolerance),
+                              "baseline_settings": self.h.baseline_settings}
+        # every check used after the candidate import, bound before it
+        self.fn = checks.capture()
         build_root = self.job.build_dir or str(build.default_build_dir())
         self.guard = integrity.install_guards([build_root, str(self.h.workdir)])
-        self.globals0 = integrity.snapshot_globals()
-        self.settings0 = integrity.snapshot_settings()
+        # bound methods: patching the Guard class later does not reach these
+        self._guard_lock, self._guard_findings = self.guard.lock_down, self.guard.findings
+        self.globals0 = self.fn.snapshot_globals()
+        self.settings0 = self.fn.snapshot_settings()
 
     # -- build -------------------------------------------------------------------------
     def build(self) -> None:
-        self.rep.phase = "build"
         self.ch.progress("build", 0, 1, "importing and compiling the candidate")
+        arch = build.job_arch(self.job.cuda_arch) or envinfo.arch_tag(self.h.device)
         bdir = build.prepare(self.job.build_dir, self.job.candidate_source, torch.__version__,
-                             envinfo.arch_tag(self.h.device))
+                             arch)
         self.build_path = str(bdir.path)
         started = time.monotonic()
         try:
@@ -80,12 +83,14 @@ class Worker:
             raise _Stop
         try:
             self.candidate = self.h.construct(cls)
-            load_matching_state(self.reference, self.candidate)
+            self.fn.load_matching_state(self.reference, self.candidate)
             self.candidate = self.candidate.to(self.h.device)
         except BaseException as exc:
-            if build.looks_like_build_error(str(exc)):
+            if self.fn.looks_like_build_error(str(exc)):
                 self._compile_failed(exc)
-            self.rep.fail("runtime", f"ModelNew(...) failed: {describe_exception(exc)}")
+            if _blocked(exc):
+                raise
+            self.rep.fail("runtime", f"ModelNew(...) failed: {self.fn.describe_exception(exc)}")
             raise _Stop from None
         self.rep.compile_time_s = round(time.monotonic() - started, 3)
         self.rep.build_cached = bdir.cached
@@ -93,27 +98,32 @@ class Worker:
         self.ch.progress("build", 1, 1, f"built in {self.rep.compile_time_s:.1f} s")
 
     def _compile_failed(self, exc: BaseException) -> None:
-        message = describe_exception(exc, limit=200_000)
+        if _blocked(exc):
+            raise exc
+        message = self.fn.describe_exception(exc, limit=200_000)
         if self.build_path:
             message = message.replace(self.build_path, "<build>")
-        self.rep.compile_log = log = build.trim_compile_log(message)
-        self.rep.fail("compile", build.headline(log) or type(exc).__name__)
+        self.rep.compile_log = log = self.fn.trim_compile_log(message)
+        self.rep.fail("compile", self.fn.headline(log) or type(exc).__name__)
         raise _Stop from None
 
     def lock_down(self) -> None:
-        self.rep.flags += integrity.diff_globals(self.globals0, integrity.snapshot_globals())
-        self.rep.flags += integrity.check_candidate_namespace(
-            vars(self.h.problem), vars(self.cand_module)
-        )
-        self.settings_cand = integrity.snapshot_settings()
-        self.rep.settings_changed = integrity.diff_settings(self.settings0, self.settings_cand)
-        integrity.restore_settings(self.settings0)
-        self.guard.lock_down()
-        restore, s0, sc = integrity.restore_settings, self.settings0, self.settings_cand
+        fn = self.fn
+        self.rep.flags += fn.diff_globals(self.globals0, fn.snapshot_globals())
+        self.rep.flags += fn.check_namespace(vars(self.h.problem), vars(self.cand_module))
+        self.rep.flags += self.guard_findings()
+        self.settings_cand = fn.snapshot_settings()
+        self.rep.settings_changed = fn.diff_settings(self.settings0, self.settings_cand)
+        fn.restore_settings(self.settings0)
+        self._guard_lock()
+        restore, s0, sc = fn.restore_settings, self.settings0, self.settings_cand
         # the reference always runs under the original settings, the candidate under its own
         self.prepare = {"reference": lambda: restore(s0), "candidate": lambda: restore(sc)}
         self.calls = {"reference": self.h.caller(self.reference),
                       "candidate": self.h.caller(self.candidate)}
+
+    def guard_findings(self) -> list[Flag]:
+        return self._guard_findings() if self.guard is not None else []
 
     def ref_call(self, args: list[Any]) -> Any:
         self.prepare["reference"]()
@@ -125,7 +135,6 @@ class Worker:
 
     # -- correctness -------------------------------------------------------------------
     def correctness(self) -> None:
-        self.rep.phase = "correctness"
         trials, expected_prev = self.job.correctness_trials, None
         for t in range(trials):
             self.ch.progress("correctness", t, trials, "")
@@ -134,50 +143,50 @@ class Worker:
             if not report.ok:
                 break
         self.ch.progress("correctness", trials, trials, "")
-        after = integrity.diff_settings(self.settings0, self._settings_after_candidate)
+        after = self.fn.diff_settings(self.settings0, self._settings_after_candidate)
         self.rep.settings_changed.update(after)
         if not all(t.ok for t in self.rep.trials) or _rejected(self.rep.flags):
             raise _Stop
 
     def _trial(self, t: int, previous: Any) -> tuple[TrialReport, Any]:
-        dev, sync = self.h.device, self.h.clock.sync
+        fn, dev, sync = self.fn, self.h.device, self.h.clock.sync
         inputs = self.h.make_inputs()
-        ref_in, c1_in, c2_in = clone_inputs(inputs), clone_inputs(inputs), clone_inputs(inputs)
-        poison(dev, previous)
+        ref_in, c1_in, c2_in = (fn.clone_inputs(inputs), fn.clone_inputs(inputs),
+                                fn.clone_inputs(inputs))
+        fn.poison(dev, previous)
         first = self.cand_call(c1_in)
         sync()
         expected = self.ref_call(ref_in)  # stays alive while the candidate runs again
         sync()
-        poison(dev, expected)
+        fn.poison(dev, expected)
         second = self.cand_call(c2_in)
         sync()
-        self._settings_after_candidate = integrity.snapshot_settings()
+        self._settings_after_candidate = fn.snapshot_settings()
         for out in (first, second):
-            self.rep.flags += integrity.check_outputs(out, expected)
-        if not (same_inputs(c1_in, ref_in) and same_inputs(c2_in, ref_in)):
+            self.rep.flags += fn.check_outputs(out, expected)
+        if not (fn.same_inputs(c1_in, ref_in) and fn.same_inputs(c2_in, ref_in)):
             self.rep.flags.append(Flag("input_mutation", "the candidate modified its inputs in "
                                        "place (the reference leaves them as they were)"))
-        r1 = compare_outputs(expected, first, self.job.tolerance)
-        r2 = compare_outputs(expected, second, self.job.tolerance)
+        r1 = fn.compare_outputs(expected, first, self.job.tolerance)
+        r2 = fn.compare_outputs(expected, second, self.job.tolerance)
         message = r1.message or (r2.message and f"second call, after the reference: {r2.message}")
         return TrialReport(t, r1.ok and r2.ok, max(r1.max_abs_err, r2.max_abs_err),
                            max(r1.max_rel_err, r2.max_rel_err), message), expected
 
     # -- timing ------------------------------------------------------------------------
     def timing(self) -> None:
-        self.rep.phase = "timing"
-        recheck, tol = self.rep.recheck, self.job.tolerance
+        recheck, tol, compare = self.rep.recheck, self.job.tolerance, self.fn.compare_outputs
 
         def on_round(outputs: dict[str, Any], _inputs: list[Any]) -> None:
             recheck.compared += 1
-            result = compare_outputs(outputs["reference"], outputs["candidate"], tol)
+            result = compare(outputs["reference"], outputs["candidate"], tol)
             if not result.ok:
                 recheck.mismatches += 1
                 recheck.detail = recheck.detail or f"timed call {recheck.compared}: " \
                     f"{result.message}"
 
         late: dict[str, int] = {}
-        samples = interleaved(
+        samples = self.fn.interleaved(
             self.h.clock, self.calls, self.h.make_inputs, plan_of(self.job), on_round=on_round,
             progress=lambda n, total: self.ch.progress("timing", n, total, ""),
             prepare=self.prepare, late=late,
@@ -189,27 +198,52 @@ class Worker:
     def profile(self) -> None:
         if not (self.h.clock.is_cuda and self.job.profile):
             return
-        self.rep.phase = "profile"
         self.ch.progress("profile", 0, 1, "")
         inputs = self.h.make_inputs()
         sync = self.h.clock.sync
         self.prepare["reference"]()
-        ref = profiling.kernels_of(self.calls["reference"], inputs, sync)
+        ref = self.fn.kernels_of(self.calls["reference"], inputs, sync)
         self.prepare["candidate"]()
-        cand = profiling.kernels_of(self.calls["candidate"], inputs, sync)
-        self.rep.profile, flags = profiling.summarize(ref, cand, self.job.candidate_source)
+        cand = self.fn.kernels_of(self.calls["candidate"], inputs, sync)
+        self.rep.profile, flags = self.fn.profile_summary(ref, cand, self.job.candidate_source)
         self.rep.flags += flags
 
-    def finish(self) -> None:
-        integrity.restore_settings(self.settings0)
-        self.rep.flags += self.guard.findings()
+    # -- wrap-up (every path) ------------------------------------------------------------
+    def failed(self, exc: BaseException) -> None:
+        """The candidate raised: a refusal by the guard is a verdict, anything else a crash."""
+        if _blocked(exc):
+            reasons = [f"{f.code}: {f.reason}" for f in self.guard_findings()
+                       if f.severity == "reject"]
+            self.rep.fail("blocked", "; ".join(dict.fromkeys(reasons)) or _describe(exc))
+        else:
+            self.rep.fail("runtime", _describe(exc))
+
+    def wrap_up(self) -> None:
+        """Settings back, and the guard's findings into the report, whatever happened."""
+        if self.guard is None:
+            return
+        try:
+            self.fn.restore_settings(self.settings0)
+            self.rep.flags += self._guard_findings()
+        except BaseException as exc:
+            self.rep.fail("runtime", _describe(exc))
 
 
-def _finish_quietly(worker: Worker, report: WorkerReport) -> None:
-    try:
-        worker.finish()
-    except BaseException as exc:
-        report.fail("runtime", describe_exception(exc))
+def _describe(exc: BaseException) -> str:
+    from evaluator.harness import describe_exception  # bound copy unavailable before setup
+
+    return describe_exception(exc)
+
+
+def _blocked(exc: BaseException | None) -> bool:
+    """The guard's PermissionError, raised here or anywhere in the exception's chain."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, PermissionError) and BLOCKED in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 def _rejected(flags: list[Flag]) -> bool:
@@ -228,20 +262,19 @@ def run(job: Job, channel: WorkerChannel) -> WorkerReport:
     started = time.monotonic()
     worker = Worker(job, channel, report)
     try:
-        worker.setup()
-        worker.build()
-        worker.lock_down()
+        worker.phase("setup", worker.setup)
+        worker.phase("build", worker.build)
+        worker.phase("lock_down", worker.lock_down)
         with worker.h.no_grad():
-            worker.correctness()
-            worker.timing()
-            worker.profile()
-        worker.finish()
+            worker.phase("correctness", worker.correctness)
+            worker.phase("timing", worker.timing)
+            worker.phase("profile", worker.profile)
         report.phase = "done"
     except _Stop:
-        if not report.error_kind:  # stopped after a verdict: still collect the guard's findings
-            _finish_quietly(worker, report)
+        pass
     except BaseException as exc:  # anything the candidate throws ends as a report
-        report.fail("runtime", describe_exception(exc))
+        worker.failed(exc)
+    worker.wrap_up()
     report.flags = _dedupe(report.flags)
     report.busy_s = round(time.monotonic() - started, 3)
     return report

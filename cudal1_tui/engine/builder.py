@@ -11,7 +11,7 @@ PROBE_BUDGET_S = 3.0
 
 
 def candidate_job(settings: Settings, *, problem_source: str, problem_name: str, code: str,
-                  device: str, job_id: str, build_root: Path) -> Job:
+                  device: str, job_id: str, build_root: Path, cuda_arch: str = "") -> Job:
     return Job(
         problem_source=problem_source,
         candidate_source=code,
@@ -27,6 +27,7 @@ def candidate_job(settings: Settings, *, problem_source: str, problem_name: str,
         compare_torch_compile=settings.compare_torch_compile,
         strict_threshold=settings.strict_threshold,
         reward=RewardSpec(name=settings.reward),
+        cuda_arch=cuda_arch,
     )
 
 

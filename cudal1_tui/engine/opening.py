@@ -35,6 +35,7 @@ class Opened:
     device: str
     reference_ms: float | None
     resumed: bool
+    cuda_arch: str = ""  # the GPU's compute capability: builds then never open the GPU
 
 
 def eval_source(source: str, sizes: Sizes, device: str) -> str:
@@ -106,4 +107,6 @@ def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | 
     emit(SessionOpened(session.id, str(session.path), problem.name, resume is not None))
     emit(ProbeFinished(True, result.message or "ok", result.reference_time_ms, None, device,
                        _details(result, problem)))
-    return Opened(session, problem, device, result.reference_time_ms, resume is not None)
+    capability = result.device.get("capability") if device.startswith("cuda") else None
+    return Opened(session, problem, device, result.reference_time_ms, resume is not None,
+                  str(capability or ""))

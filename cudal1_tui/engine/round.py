@@ -4,7 +4,10 @@ Order within a round: the built-in candidates still missing from the session are
 evaluated first, so the model's prompt of the same round already shows what the easy
 wins give. Model slots then stream concurrently (one request per slot); each reply is
 parsed and queued for evaluation as soon as it is complete, so evaluation overlaps the
-other slots' generation. A record is appended the moment its verdict is known.
+other slots' generation. Queued candidates go through the pool's pipeline (``engine.pool``,
+``engine.stages``): they compile on the CPU cores while earlier ones are timed, and are
+evaluated, one at a time per device, in the order they were queued. A record is appended
+the moment its verdict is known.
 """
 
 from __future__ import annotations
@@ -14,8 +17,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from cudal1_tui.engine import prompts
-from cudal1_tui.engine.builder import candidate_job
-from cudal1_tui.engine.evaluation import evaluate
 from cudal1_tui.engine.events import (
     CandidateFinished,
     ChunkKind,
@@ -27,29 +28,15 @@ from cudal1_tui.engine.events import (
     StreamChunk,
 )
 from cudal1_tui.engine.recording import Draft, finish, refused
+from cudal1_tui.engine.stages import Stages
 from cudal1_tui.engine.workspace import Workspace
-from cudal1_tui.errors import Cudal1Error, ModelError
+from cudal1_tui.errors import ModelError
 from cudal1_tui.llm.completion import Completion
 from cudal1_tui.llm.errors import ModelCancelled
 from cudal1_tui.llm.parsing import parse_reply
 from cudal1_tui.proposers import BuiltinCandidate
 from cudal1_tui.store.records import CandidateRecord
 from evaluator.schema import Result
-
-_STAGE_WORDS: tuple[tuple[tuple[str, ...], Stage], ...] = (
-    (("gate", "static"), "gating"),
-    (("compil", "build", "load", "import"), "compiling"),
-    (("tim", "bench", "reference"), "timing"),
-    (("verif", "correct", "check", "trial", "recheck", "strict"), "verifying"),
-)
-
-
-def stage_of(evaluator_stage: str) -> Stage:
-    word = evaluator_stage.lower()
-    for keys, stage in _STAGE_WORDS:
-        if any(k in word for k in keys):
-            return stage
-    return "verifying"
 
 
 def sampling_limit(draft: Draft) -> int | None:
@@ -77,6 +64,7 @@ class RoundRunner:
         self._records: list[CandidateRecord] = []
         self._futures: list[Future[CandidateRecord | None]] = []
         self._lock = threading.Lock()
+        self._stages = Stages(ws, round_, self._record, self._report)
 
     # -- the round ---------------------------------------------------------------------
 
@@ -191,41 +179,9 @@ class RoundRunner:
     # -- evaluation ----------------------------------------------------------------------
 
     def _queue(self, draft: Draft) -> None:
-        future = self.ws.pool.submit(lambda: self._evaluate_guarded(draft))
+        future = self._stages.queue(draft)
         with self._lock:
             self._futures.append(future)
-
-    def _evaluate_guarded(self, draft: Draft) -> CandidateRecord | None:
-        try:
-            return self._evaluate(draft)
-        except Exception as exc:
-            self._report(draft.slot, exc)
-            return None
-
-    def _evaluate(self, draft: Draft) -> CandidateRecord | None:
-        ws = self.ws
-        if ws.cancel.is_set():
-            return None
-        job = candidate_job(ws.settings, problem_source=ws.problem.eval_source,
-                            problem_name=ws.problem.name, code=draft.code, device=ws.device,
-                            job_id=draft.record_id, build_root=ws.build_root)
-        self._stage(draft.slot, "gating")
-
-        def progress(stage: str, done: int, total: int, detail: str) -> None:
-            self._stage(draft.slot, stage_of(stage), detail or stage, done, total)
-
-        try:
-            result = evaluate(job, progress, ws.cancel)
-        except (Cudal1Error, OSError, ValueError) as exc:
-            if not ws.cancel.is_set():
-                fix = getattr(exc, "fix", "") or "check the settings; `cudal1-tui doctor` " \
-                    "checks the toolchain"
-                ws.emit(EngineError(f"evaluating {draft.record_id} failed: {exc}", fix,
-                                    self.round, True))
-            return None
-        if ws.cancel.is_set():
-            return None  # cut short: its verdict would not be a real one
-        return self._record(draft, result)
 
     def _record(self, draft: Draft, result: Result) -> CandidateRecord:
         ws = self.ws

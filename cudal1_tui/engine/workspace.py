@@ -45,6 +45,7 @@ class Workspace:
     pool: EvalPool
     emit: Emit
     reference_ms: float | None = None
+    cuda_arch: str = ""
     cancel: threading.Event = field(default_factory=threading.Event)
     write_lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -89,3 +89,19 @@ def test_python_m_evaluator_reference_times_the_reference_alone(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["n"] >= 5 and summary["median_ms"] > 0 and summary["clock"] == "perf_counter"
+
+
+def test_python_m_evaluator_build_imports_and_caches(tmp_path: Path) -> None:
+    from evaluator.schema import BuildOutcome
+
+    job_path = tmp_path / "job.json"
+    job_path.write_text(job(LINEAR_PROBLEM, LINEAR_HONEST, tmp_path / "b",
+                            cuda_arch="9.0").to_json())
+    outcomes = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-m", "evaluator", "build", str(job_path)],
+                              capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+        outcomes.append(BuildOutcome.from_dict(json.loads(done.stdout)))
+    assert outcomes[0].ok and outcomes[0].status == "ok" and not outcomes[0].cached
+    assert outcomes[1].ok and outcomes[1].cached

@@ -1,6 +1,7 @@
 """C++ candidates on CPU: real g++/ninja builds through load_inline, cached by source.
 
-Two real builds in the module (one good, one broken); the re-evaluation reuses the first.
+Three real builds in the module (one good, one broken, one build-only); the re-evaluations
+reuse them.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 from evaluator_cases import DIAG_PROBLEM, job
 
-from evaluator.launch import evaluate
-from evaluator.schema import Result
+from evaluator.launch import build, evaluate
+from evaluator.schema import BuildOutcome, Result
 
 CPP_CANDIDATE = r'''
 import torch
@@ -95,3 +96,57 @@ def test_compile_error_keeps_the_compiler_error_line(first: tuple[Result, float]
     assert "Error building extension" in result.message
     # the broken build lives in its own keyed dir, beside the good one
     assert len([p for p in build_dir.iterdir() if p.is_dir()]) == 2
+
+
+# -- build-only mode (the engine compiles the next candidates while the GPU times another) ----
+
+# Another source, so another keyed build dir than the candidate above.
+BUILD_ONLY_CANDIDATE = CPP_CANDIDATE.replace("extra_cflags=[\"-O2\"]", "extra_cflags=[\"-O1\"]")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[BuildOutcome, Path]:
+    builds = tmp_path_factory.mktemp("build-only")
+    outcome = build(job(DIAG_PROBLEM, BUILD_ONLY_CANDIDATE, builds, timeout_s=400.0))
+    return outcome, builds
+
+
+def test_build_only_compiles_into_the_keyed_dir(built: tuple[BuildOutcome, Path]) -> None:
+    outcome, builds = built
+    assert outcome.ok and outcome.status == "ok", outcome.message + outcome.compile_log
+    assert not outcome.cached and outcome.compile_time_s > 1.0
+    keyed = [p for p in builds.iterdir() if p.is_dir()]
+    assert len(keyed) == 1 and (keyed[0] / "torch_extensions").is_dir()
+
+
+def test_build_only_twice_is_cached(built: tuple[BuildOutcome, Path]) -> None:
+    _, builds = built
+    again = build(job(DIAG_PROBLEM, BUILD_ONLY_CANDIDATE, builds))
+    assert again.ok and again.cached and again.compile_time_s == 0.0
+
+
+def test_evaluate_after_build_only_finds_the_build_cached(
+        built: tuple[BuildOutcome, Path]) -> None:
+    outcome, builds = built
+    result = evaluate(job(DIAG_PROBLEM, BUILD_ONLY_CANDIDATE, builds, strict_threshold=1e9))
+    assert result.status == "ok", result.message
+    assert result.build_cached and result.compile_time_s < outcome.compile_time_s / 3
+
+
+def test_build_only_reports_a_python_error_as_compile_error(tmp_path: Path) -> None:
+    broken = "import torch\nraise ImportError('no such kernel library')\n"
+    outcome = build(job(DIAG_PROBLEM, broken, tmp_path))
+    assert not outcome.ok and outcome.status == "compile_error"
+    assert "no such kernel library" in outcome.compile_log + outcome.message
+    missing = build(job(DIAG_PROBLEM, "import torch\n", tmp_path))
+    assert missing.status == "compile_error" and "ModelNew" in missing.message
+
+
+def test_build_only_cancel_is_a_timeout(tmp_path: Path) -> None:
+    import threading
+
+    cancel = threading.Event()
+    threading.Timer(2.0, cancel.set).start()
+    hang = "import time\nwhile True:\n    time.sleep(0.05)\n"
+    outcome = build(job(DIAG_PROBLEM, hang, tmp_path), cancel=cancel)
+    assert outcome.status == "timeout" and outcome.message == "cancelled" and not outcome.ok

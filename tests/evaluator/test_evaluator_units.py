@@ -155,3 +155,87 @@ def test_the_launcher_and_the_eval_command_never_import_torch() -> None:
     code = ("import sys, evaluator.launch, cudal1_tui.cli.commands.eval_cmd; "
             "sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
+
+
+def test_strict_fp32_baseline_turns_tf32_off() -> None:
+    from evaluator.harness import STRICT_FP32, strict_fp32
+    from evaluator.snapshots import restore_settings, snapshot_settings
+
+    before = snapshot_settings()
+    try:
+        torch.backends.cudnn.allow_tf32 = True  # torch's own default for cuDNN convolutions
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")
+        assert strict_fp32() == STRICT_FP32
+        assert torch.backends.cudnn.allow_tf32 is False
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+        assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        restore_settings(before)
+
+
+def test_input_pool_makes_no_more_sets_than_the_rounds_left() -> None:
+    from evaluator.timing import InputPool, Plan, rounds_left
+
+    made: list[int] = []
+
+    def make() -> list[torch.Tensor]:
+        made.append(1)
+        return [torch.zeros(4)]
+
+    pool = InputPool(make, torch.device("cpu"), most=100)
+    assert pool.size == 100 and len(made) == 1
+    pool.next(3)  # the first set
+    pool.next(3)  # a refill of 3
+    assert len(made) == 4
+    plan = Plan(warmup=1, min_samples=5, max_samples=50, budget_s=1.0, rel_ci=0.01)
+    assert rounds_left(plan, 0, 0.0, 0.0) == 5  # unknown pace: the minimum
+    assert rounds_left(plan, 0, 0.0, 0.1) == 11  # 1 s at 0.1 s a round
+    assert rounds_left(plan, 10, 0.75, 0.1) == 3
+    assert rounds_left(plan, 49, 0.0, 0.001) == 1  # never past max_samples
+
+
+def test_inputs_within_a_device_context_land_on_that_device() -> None:
+    from torch.utils._device import DeviceContext
+
+    from evaluator.harness import inputs_within
+
+    context = DeviceContext(torch.device("meta"))
+    for _ in range(2):  # one context, entered once per input set
+        made = inputs_within(context, lambda: [torch.randn(3, 3), torch.arange(4), 7])
+        assert [x.device.type for x in made[:2]] == ["meta", "meta"] and made[2] == 7
+    assert torch.randn(1).device.type == "cpu"
+
+
+def test_pristine_cache_reuses_agreeing_timings_only() -> None:
+    from evaluator import pristine_cache
+
+    job = Job(problem_source="p", candidate_source="c")
+    mine = WorkerReport(device={"name": "x"}, versions={"torch": "2"},
+                        timing={"reference": RawTiming([1.0, 1.01, 0.99] * 5, "perf_counter")})
+    key = pristine_cache.key_of(job, mine)
+    assert key == pristine_cache.key_of(Job(problem_source="p", candidate_source="other"), mine)
+    assert key != pristine_cache.key_of(Job(problem_source="q", candidate_source="c"), mine)
+    assert key != pristine_cache.key_of(Job(problem_source="p", candidate_source="c",
+                                            timing_budget_s=3.0), mine)
+    pristine_cache.clear()
+    assert pristine_cache.get(key) is None
+    pristine_cache.put(key, mine)
+    found = pristine_cache.get(key)
+    assert found is not None and found[0] is mine and found[1] >= 0
+    slow = WorkerReport(timing={"reference": RawTiming([1.6, 1.61, 1.59] * 5, "perf_counter")})
+    assert not pristine_cache.disagrees(mine, mine)
+    assert pristine_cache.disagrees(slow, mine) and pristine_cache.disagrees(mine, slow)
+    pristine_cache.clear()
+
+
+def test_build_outcome_and_job_cuda_arch_round_trip() -> None:
+    from evaluator.schema import BuildOutcome
+
+    job = Job(problem_source="p", candidate_source="c", cuda_arch="9.0")
+    assert Job.from_json(job.to_json()).cuda_arch == "9.0"
+    assert Job.from_json('{"problem_source": "p", "candidate_source": "c"}').cuda_arch == ""
+    outcome = BuildOutcome(ok=False, status="compile_error", compile_log="e", message="m")
+    import json
+
+    assert BuildOutcome.from_dict(json.loads(outcome.to_json())) == outcome

@@ -40,10 +40,35 @@ def test_honest_candidate_is_ok_with_speedup_near_one() -> None:
     assert cand.p10_ms <= cand.median_ms <= cand.p90_ms
     assert result.tolerance["preset"] == "strict"
     assert result.tolerance["by_dtype"]["float32"] == {"atol": 1e-4, "rtol": 1e-4}
+    assert result.tolerance["baseline_settings"] == {
+        "cudnn.allow_tf32": False, "cuda.matmul.allow_tf32": False,
+        "float32_matmul_precision": "highest"}
     assert result.device["type"] == "cpu" and result.versions["torch"]
     assert "gcc" in result.versions
     assert {"build", "correctness", "timing", "reference"} <= set(stages)
     assert not result.strict_reevaluation
+
+
+def test_consecutive_candidates_share_one_pristine_measurement() -> None:
+    from evaluator import pristine_cache
+
+    pristine_cache.clear()
+    first = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST))
+    again = evaluate(job(LINEAR_PROBLEM, linear_candidate(HONEST_BODY)))
+    assert first.status == "ok" and again.status == "ok", first.message + again.message
+    assert "reference_pristine_reused" not in codes(first)
+    reused = [f for f in again.flags if f.code == "reference_pristine_reused"]
+    assert reused and reused[0].severity == "info"
+    assert again.timing["reference_pristine"] == first.timing["reference_pristine"]
+    strict = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST, strict=True))
+    assert "reference_pristine_reused" not in codes(strict)  # strict passes measure afresh
+
+
+def test_a_candidate_turning_tf32_on_is_reported_and_judged_by_tolerance() -> None:
+    header = "torch.backends.cudnn.allow_tf32 = True\ntorch.backends.cuda.matmul.allow_tf32 = True"
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(HONEST_BODY, header)))
+    assert result.status == "ok", result.message  # no TF32 on a CPU: same numbers
+    assert result.settings_changed["cudnn.allow_tf32"] == {"before": False, "after": True}
 
 
 def test_diagonal_matmul_rewrite_is_a_real_speedup_and_survives_strict_mode() -> None:

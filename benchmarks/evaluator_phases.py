@@ -1,0 +1,149 @@
+"""Where a cached re-evaluation spends its time, phase by phase, on this machine's device.
+
+    python benchmarks/evaluator_phases.py                 # CPU here, CUDA where there is one
+    python benchmarks/evaluator_phases.py --device cpu --size 1024 --repeat 3
+    python benchmarks/evaluator_phases.py --problem P.py --candidate C.py
+
+It evaluates one candidate once to warm the build and pristine caches, then ``--repeat`` more
+times, and prints, for each repeat, the phases as the parent sees them (from the worker's
+progress events) and, when the worker reports them, the phases as the worker measured them.
+Settings follow the field measurement: 2 correctness trials, a 1 s timing budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from evaluator import launch  # noqa: E402
+from evaluator.schema import Job, Result  # noqa: E402
+
+PROBLEM = '''
+import torch
+import torch.nn as nn
+
+N = {n}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return torch.relu(torch.matmul(A, B))
+
+
+def get_inputs():
+    return [torch.randn(N, N), torch.randn(N, N)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+CANDIDATE = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return torch.mm(A, B).clamp_min_(0.0)
+'''
+
+Event = tuple[float, str, int, int]
+
+
+def _phases(t0: float, events: list[Event], end: float) -> list[tuple[str, float]]:
+    """Parent-side phases from the progress stream: each stage lasts until the next begins."""
+    firsts: list[tuple[str, float]] = []
+    for at, stage, _done, _total in events:
+        if not firsts or firsts[-1][0] != stage:
+            firsts.append((stage, at))
+    rows = [("spawn + torch import + setup", (firsts[0][1] if firsts else end) - t0)]
+    for i, (stage, at) in enumerate(firsts):
+        until = firsts[i + 1][1] if i + 1 < len(firsts) else end
+        label = {"reference": "pristine process (until its first round) + timing",
+                 "timing": "timing (+ profile, report, exit)"}.get(stage, stage)
+        rows.append((label, until - at))
+    return rows
+
+
+def evaluate_once(job: Job) -> tuple[Result, list[tuple[str, float]], float]:
+    events: list[Event] = []
+    t0 = time.monotonic()
+    result = launch.evaluate(job, on_progress=lambda s, d, n, _x: events.append(
+        (time.monotonic(), s, d, n)))
+    end = time.monotonic()
+    return result, _phases(t0, events, end), end - t0
+
+
+def worker_phases(job: Job) -> tuple[dict[str, float], float, float]:
+    """The worker alone: its own phase times, its busy time and the process's wall time."""
+    outcome = launch._spawn("run", job.to_json(), job, job.timeout_s)
+    report = launch._report(outcome)
+    phases = dict(getattr(report, "phases", {}) or {}) if report else {}
+    return phases, report.busy_s if report else 0.0, outcome.wall_s
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if any)")
+    parser.add_argument("--size", type=int, default=None, help="N of the N x N matmul problem")
+    parser.add_argument("--problem", type=Path, help="a problem file instead of the matmul")
+    parser.add_argument("--candidate", type=Path, help="a candidate file instead of torch.mm")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--budget", type=float, default=1.0, help="timing_budget_s")
+    parser.add_argument("--gap", type=float, default=4.0,
+                        help="seconds between evaluations (the model writing the next "
+                             "candidate), in which the next worker starts warm")
+    args = parser.parse_args()
+    device = args.device
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    size = args.size or (8192 if device.startswith("cuda") else 1024)
+    problem = args.problem.read_text() if args.problem else PROBLEM.format(n=size)
+    candidate = args.candidate.read_text() if args.candidate else CANDIDATE
+    build_dir = tempfile.mkdtemp(prefix="phases-builds-")
+    job = Job(problem_source=problem, candidate_source=candidate, device=device,
+              correctness_trials=2, timing_budget_s=args.budget, build_dir=build_dir,
+              strict_threshold=1e9)
+    first, _, wall = evaluate_once(job)
+    what = args.problem or f"N={size} matmul"
+    print(f"device {device}, problem {what}; first evaluation (warms the caches): "
+          f"{wall:.2f} s, {first.status}")
+    for i in range(args.repeat):
+        time.sleep(args.gap)
+        result, rows, wall = evaluate_once(job)
+        reused = any(f.code == "reference_pristine_reused" for f in result.flags)
+        print(f"\ncached re-evaluation {i + 1}: {wall:.2f} s total, {result.status}, "
+              f"build_cached={result.build_cached}, pristine reused={reused}")
+        print(f"  {'phase (parent view)':<56}{'seconds':>8}")
+        for label, seconds in rows:
+            print(f"  {label:<56}{seconds:>8.2f}")
+    time.sleep(args.gap)
+    phases, busy, wall = worker_phases(job)
+    if phases:
+        print(f"\nthe worker alone: {wall:.2f} s wall, {busy:.2f} s inside run(), so "
+              f"{wall - busy:.2f} s start-up (spawn, interpreter, torch import: none of it "
+              "when a warm worker was ready) and exit")
+        for name, seconds in phases.items():
+            print(f"  {name:<56}{seconds:>8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

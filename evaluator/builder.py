@@ -1,0 +1,50 @@
+"""The build-only child: import the candidate so its extensions compile into the keyed build dir.
+
+Runs in the same sandbox as the worker (scrubbed environment, limits, private temp dir) and
+computes the same build key, so a later evaluation of the same job finds the build cached. It
+opens no device: with ``Job.cuda_arch`` set, ``TORCH_CUDA_ARCH_LIST`` names the target and the
+GPU is not asked; without it, only the arch is read from the device (as torch would).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from evaluator import build, envinfo
+from evaluator.harness import describe_exception, load_source
+from evaluator.schema import BuildOutcome, Job
+
+
+def _arch(job: Job) -> str:
+    tagged = build.job_arch(job.cuda_arch)
+    return tagged or envinfo.arch_tag(torch.device(job.device))
+
+
+def run(job: Job) -> BuildOutcome:
+    try:
+        bdir = build.prepare(job.build_dir, job.candidate_source, torch.__version__, _arch(job))
+    except Exception as exc:
+        return BuildOutcome(ok=False, status="runtime_error",
+                            message=f"cannot prepare the build dir: {describe_exception(exc)}")
+    if bdir.cached:
+        return BuildOutcome(ok=True, cached=True, message="already built")
+    workdir = Path(tempfile.mkdtemp(prefix="eval-build-"))
+    started = time.monotonic()
+    try:
+        module = load_source("cudal1_candidate", job.candidate_source, workdir)
+    except BaseException as exc:
+        message = describe_exception(exc, limit=200_000).replace(str(bdir.path), "<build>")
+        log = build.trim_compile_log(message)
+        return BuildOutcome(ok=False, status="compile_error", compile_log=log,
+                            compile_time_s=round(time.monotonic() - started, 3),
+                            message=build.headline(log) or type(exc).__name__)
+    elapsed = round(time.monotonic() - started, 3)
+    if not isinstance(getattr(module, "ModelNew", None), type):
+        return BuildOutcome(ok=False, status="compile_error", compile_time_s=elapsed,
+                            message="the candidate defines no class ModelNew")
+    bdir.mark_complete()
+    return BuildOutcome(ok=True, compile_time_s=elapsed, message=f"built in {elapsed:.1f} s")
