@@ -7,8 +7,10 @@ A reward is 0 for anything whose status is not ``ok``. Formulas take the speedup
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+from evaluator.stats import median_rel_ci
 
 Formula = Callable[[float, Mapping[str, float]], float]
 
@@ -49,15 +51,34 @@ class Score:
     reward: float
     formula: str
     params: dict[str, float]
+    within_noise: bool = False
 
 
-def score(name: str, params: Mapping[str, float], status: str, speedup: float | None) -> Score:
-    """The reward of one verdict. Unknown formula names raise KeyError with the known ones."""
+def noise_band(reference_ms: Sequence[float], candidate_ms: Sequence[float]) -> float:
+    """How far from 1 a speedup must be before it is more than timing noise.
+
+    The two medians' ~95% confidence half-widths (relative) added: a speedup inside
+    ``1 ± band`` cannot be told apart from the reference running against itself.
+    Unknown (too few samples) counts as no band, so the formula alone decides.
+    """
+    band = median_rel_ci(reference_ms) + median_rel_ci(candidate_ms)
+    return band if math.isfinite(band) else 0.0
+
+
+def score(name: str, params: Mapping[str, float], status: str, speedup: float | None,
+          *, noise: float = 0.0) -> Score:
+    """The reward of one verdict. Unknown formula names raise KeyError with the known ones.
+
+    A speedup within ``noise`` of 1 (see ``noise_band``) is scored as exactly 1: timing
+    noise earns nothing, whatever the formula's threshold.
+    """
     if name not in FORMULAS:
         raise KeyError(f"unknown reward formula {name!r}; known: {', '.join(sorted(FORMULAS))}")
     if status != "ok" or speedup is None or not math.isfinite(speedup) or speedup <= 0:
         return Score(0.0, name, dict(params))
-    return Score(FORMULAS[name](speedup, params), name, dict(params))
+    within = abs(speedup - 1.0) <= noise
+    effective = 1.0 if within else speedup
+    return Score(FORMULAS[name](effective, params), name, dict(params), within)
 
 
 def describe(name: str) -> str:

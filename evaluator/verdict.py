@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 
 from evaluator.report import WorkerReport
-from evaluator.reward import score
+from evaluator.reward import noise_band, score
 from evaluator.sandbox import Outcome
 from evaluator.schema import Flag, Job, Result, Status, TimingSummary
 from evaluator.stats import summarize
@@ -182,7 +182,13 @@ def decide(job: Job, outcome: Outcome, report: WorkerReport | None,
             result.flags.append(Flag("verdict_channel_tampered", outcome.channel_problem))
     else:
         _from_report(job, outcome, report, pristine, result)
-    rewarded = score(job.reward.name, job.reward.params, result.status, result.speedup)
+    ref, cand = result.timing.get("reference"), result.timing.get("candidate")
+    noise = noise_band(ref.samples_ms, cand.samples_ms) if ref and cand else 0.0
+    rewarded = score(job.reward.name, job.reward.params, result.status, result.speedup,
+                     noise=noise)
+    if rewarded.within_noise:
+        result.flags.append(Flag("speedup_within_noise", f"{result.speedup:.3g}x is within the "
+                                 f"timing noise (±{noise:.1%}): scored as 1x", "info"))
     result.reward = rewarded.reward if math.isfinite(rewarded.reward) else 0.0
     result.reward_formula, result.reward_params = rewarded.formula, rewarded.params
     return result

@@ -11,6 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from evaluator.reward import noise_band
+
 CANDIDATE_KEYS = ("candidate",)
 REFERENCE_KEYS = ("reference",)
 
@@ -55,3 +57,15 @@ def max_errors(result: Mapping[str, Any]) -> tuple[float, float]:
 
 def flag_codes(result: Mapping[str, Any]) -> list[str]:
     return [str(f.get("code", "")) for f in result.get("flags") or [] if isinstance(f, Mapping)]
+
+
+def samples_ms(result: Mapping[str, Any], key: str) -> list[float]:
+    timing = result.get("timing") or {}
+    summary = timing.get(key) if isinstance(timing, Mapping) else None
+    raw = summary.get("samples_ms") if isinstance(summary, Mapping) else None
+    return [float(x) for x in raw if isinstance(x, int | float)] if isinstance(raw, list) else []
+
+
+def noise_of(result: Mapping[str, Any]) -> float:
+    """The band around 1x inside which this result's speedup is timing noise."""
+    return noise_band(samples_ms(result, "reference"), samples_ms(result, "candidate"))

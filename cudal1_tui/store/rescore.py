@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cudal1_tui.errors import SessionError
-from cudal1_tui.store.measure import speedup_from_result
+from cudal1_tui.store.measure import noise_of, speedup_from_result
 from cudal1_tui.store.records import CandidateRecord
 from evaluator import reward as rewards
 
@@ -65,7 +65,8 @@ def rescore(
         speedup = speedup_from_result(record.result) if status == "ok" else None
         if speedup is None and status == "ok":
             speedup = record.speedup
-        scored = rewards.score(formula, params, status, speedup)
+        scored = rewards.score(formula, params, status, speedup,
+                               noise=noise_of(record.result))
         rows.append(RescoredRow(record.record_id, status, speedup, record.reward,
                                 scored.reward, formula, dict(scored.params)))
     return rows
