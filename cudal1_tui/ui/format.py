@@ -42,7 +42,10 @@ def error_text(value: float | None) -> str:
 
 
 def flag_codes(result: dict[str, Any]) -> list[str]:
-    return [str(f.get("code", "?")) for f in result.get("flags", []) or []]
+    """Integrity findings (reject and warn); ``info`` notes such as a reused pristine
+    reference or a speedup inside the noise are measurement remarks, not findings."""
+    return [str(f.get("code", "?")) for f in result.get("flags", []) or []
+            if f.get("severity") != "info"]
 
 
 def flags_text(codes: list[str] | tuple[str, ...]) -> str:

@@ -22,6 +22,7 @@ from cudal1_tui.engine import events as ev
 from cudal1_tui.errors import Cudal1Error
 from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.ui.diffing import Layout
+from cudal1_tui.ui.display import DisplayOptions
 from cudal1_tui.ui.engine_port import EngineFactory, Sizes, real_engine_factory
 from cudal1_tui.ui.format import device_text, record_flags
 from cudal1_tui.ui.messages import EngineEventPosted, RecordsLoaded, RetryRequested, VariantChosen
@@ -70,6 +71,7 @@ class SessionView(App[int]):
         engine_factory: EngineFactory | None = None,
         measure_startup: bool = False,
         autostart: bool = True,
+        display_options: DisplayOptions | None = None,
     ) -> None:
         super().__init__()
         self._started = time.perf_counter()
@@ -83,6 +85,8 @@ class SessionView(App[int]):
         self.first_frame_at: float | None = None  # wall clock, for the startup benchmark
         self._measure_startup = measure_startup
         self._autostart = autostart
+        # the "masked measurements" mode lives here: see ui/display.py
+        self.display_options = display_options or DisplayOptions()
         self.header_info = HeaderInfo(problem=problem_path.stem, status="opening the session…")
         self.reference_source = ""
         self.best_by_round: dict[int, float] = {}
@@ -257,7 +261,8 @@ class SessionView(App[int]):
 
     def _event_CandidateFinished(self, event: ev.CandidateFinished) -> None:
         self.query_one(ModelOutput).slot_finished(event.round, event.slot)
-        speed = f" {event.speedup:.2f}×" if event.speedup is not None else ""
+        shown = self.display_options
+        speed = f" {shown.speedup(event.speedup)}" if event.speedup is not None else ""
         flags = f" flags: {', '.join(event.flags)}" if event.flags else ""
         where = f"round {event.round}.{event.slot} {event.source}"
         self.log_line(f"{where}: {event.status}{speed}{flags}")

@@ -84,3 +84,12 @@ def test_export_dialog_offers_exactly_the_store_formats() -> None:
     assert [name for name, _ in FORMATS] == list(STORE_FORMATS)
     for name, module in STORE_FORMATS.items():
         assert default_destination("s1", name).endswith("." + module.EXTENSION)
+
+
+def test_info_notes_are_not_integrity_findings() -> None:
+    from cudal1_tui.ui.format import flag_codes
+
+    result = {"flags": [{"code": "speedup_within_noise", "severity": "info"},
+                        {"code": "timer_import", "severity": "warn"},
+                        {"code": "side_stream", "severity": "reject"}]}
+    assert flag_codes(result) == ["timer_import", "side_stream"]

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from cudal1_tui.ui.format import ms_text, speedup_text
+from cudal1_tui.ui.display import display_of
 
 
 @dataclass(frozen=True)
@@ -27,19 +27,20 @@ class HeaderBar(Static):
 
     def render(self) -> Text:
         info = self.info
+        shown = display_of(self)
         text = Text.assemble(
             ("cudal1-tui ", "bold #61afef"),
             (info.problem or "…", "bold"),
             ("  device ", "dim"),
             info.device or "…",
             ("  eager ", "dim"),
-            ms_text(info.reference_ms),
+            shown.ms(info.reference_ms),
             ("  torch.compile ", "dim"),
-            ms_text(info.torch_compile_ms),
+            shown.ms(info.torch_compile_ms),
             ("  best ", "dim"),
-            (speedup_text(info.best_speedup), "bold green" if info.best_speedup else ""),
+            (shown.speedup(info.best_speedup), "bold green" if info.best_speedup else ""),
         )
         text.append("\n")
-        text.append(f"session {info.session_id or '—'}", style="dim")
+        text.append(f"session {shown.session(info.session_id) or '—'}", style="dim")
         text.append(f"  {info.status}", style="italic")
         return text

@@ -15,7 +15,7 @@ from textual.widgets import Collapsible, Label, Log
 
 from cudal1_tui.engine.events import StreamChunk
 from cudal1_tui.store.records import CandidateRecord
-from cudal1_tui.ui.format import tokens_rate_text
+from cudal1_tui.ui.display import display_of
 
 Key = tuple[int, int]  # (round, slot)
 
@@ -48,7 +48,7 @@ class ModelOutput(Vertical):
         stream = self._streams.setdefault(key, _Stream())
         (stream.reasoning if event.kind == "reasoning" else stream.content).append(event.text)
         if event.tokens:
-            stream.rate = tokens_rate_text(event.tokens, event.tokens_per_s)
+            stream.rate = display_of(self).rate(event.tokens, event.tokens_per_s)
         if self._follow is None:
             self._show_stream(key)
         elif key == self._follow:

@@ -7,7 +7,7 @@ from textual.containers import Horizontal
 from textual.widgets import Label, ProgressBar
 
 from cudal1_tui.engine.events import StageChanged, StreamChunk
-from cudal1_tui.ui.format import tokens_rate_text
+from cudal1_tui.ui.display import display_of
 
 STAGE_LABELS: dict[str, str] = {
     "probing": "probing the reference",
@@ -52,7 +52,7 @@ class ProgressStrip(Horizontal):
     def on_chunk(self, event: StreamChunk) -> None:
         if event.tokens:
             self.query_one("#stage-detail", Label).update(
-                tokens_rate_text(event.tokens, event.tokens_per_s)
+                display_of(self).rate(event.tokens, event.tokens_per_s)
             )
 
     @staticmethod

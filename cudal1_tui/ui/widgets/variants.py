@@ -9,15 +9,8 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from cudal1_tui.store.records import CandidateRecord
-from cudal1_tui.ui.format import (
-    STATUS_STYLE,
-    error_text,
-    flags_text,
-    max_error,
-    record_flags,
-    source_text,
-    speedup_text,
-)
+from cudal1_tui.ui.display import DEFAULT, DisplayOptions, display_of
+from cudal1_tui.ui.format import STATUS_STYLE, flags_text, max_error, record_flags, source_text
 from cudal1_tui.ui.messages import VariantChosen
 
 # (key, label, width): fixed widths so long built-in names or flags never push columns away.
@@ -46,15 +39,15 @@ SORT_KEYS: dict[str, Callable[[CandidateRecord], Any]] = {
 }
 
 
-def row_cells(record: CandidateRecord) -> list[Text]:
+def row_cells(record: CandidateRecord, shown: DisplayOptions = DEFAULT) -> list[Text]:
+    fast = "bold green" if (record.speedup or 0) > 1.01 else ""
     return [
         Text(f"{record.round}.{record.slot}", justify="right"),
         Text(source_text(record.source)),
         Text(record.status, style=STATUS_STYLE.get(record.status, "")),
-        Text(speedup_text(record.speedup), justify="right",
-             style="bold green" if (record.speedup or 0) > 1.01 else ""),
-        Text(error_text(max_error(record.result)), justify="right"),
-        Text(flags_text(record_flags(record)), style="bold red"),
+        Text(shown.speedup(record.speedup), justify="right", style=shown.measured_style(fast)),
+        Text(shown.error(max_error(record.result)), justify="right"),
+        Text(flags_text(shown.flags(record_flags(record))), style="bold red"),
         Text(record.decision, style=DECISION_STYLE.get(record.decision, "")),
     ]
 
@@ -95,8 +88,9 @@ class VariantTable(DataTable[Text]):
         unknown = [r for r in self._records.values() if key(r) is None]
         ordered = sorted(known, key=key, reverse=reverse) + unknown
         self.clear()
+        shown = display_of(self)
         for record in ordered:
-            self.add_row(*row_cells(record), key=record.record_id)
+            self.add_row(*row_cells(record, shown), key=record.record_id)
         if keep and keep in self._records:
             self.move_cursor(row=self.get_row_index(keep))
 
