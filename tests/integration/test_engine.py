@@ -18,6 +18,7 @@ from typing import Any
 
 import git
 import pytest
+from procs import descendants
 
 from cudal1_tui.config import Settings
 from cudal1_tui.engine.engine import Engine
@@ -306,25 +307,6 @@ engine = Engine(Path(sys.argv[2]), settings, emit=emit, sizes="cpu")
 engine.open()
 engine.run_rounds(3)
 """
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (evaluator children run in sessions of their own)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop()
-        children = [p for p, parent in parents.items() if parent == current]
-        found += children
-        frontier += children
-    return found
 
 
 def test_resume_after_sigkill_mid_evaluation(tmp_path: Path) -> None:

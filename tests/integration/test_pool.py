@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from procs import descendants
 
 from cudal1_tui.config import Settings
 from cudal1_tui.engine.engine import Engine
@@ -214,24 +215,6 @@ def test_builds_overlap_timing_one_evaluation_at_a_time(tmp_path: Path, builds: 
               and e.stage == "compiling" and e.slot in (cpp.slot, broken.slot)
               and (e.detail == BUILD_STARTED or e.detail.startswith("build "))]
     assert counts and max(d for d, _ in counts) == 2 and {t for _, t in counts} <= {1, 2}
-
-
-def descendants(pid: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop()
-        children = [p for p, parent in parents.items() if parent == current]
-        found += children
-        frontier += children
-    return found
 
 
 def command_of(pid: int) -> str:
