@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -27,6 +28,7 @@ from cudal1_tui.config import Settings  # noqa: E402
 from cudal1_tui.engine.engine import Engine  # noqa: E402
 from cudal1_tui.engine.headless import accept_best  # noqa: E402
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply  # noqa: E402
+from cudal1_tui.store.export import ExportOptions, export_sessions  # noqa: E402
 
 CANDIDATES = ROOT / "benchmarks" / "candidates"
 
@@ -65,12 +67,13 @@ def reply_for(problem: str) -> Reply:
                  f"{problem}; a fused kernel should beat them.", key=key)
 
 
-def run_session(problem: str, base_url: str, sessions: Path, rounds: int) -> dict[str, Any]:
-    settings = Settings(base_url=base_url, device="cuda", candidates_per_round=1,
+def run_session(problem: str, base_url: str, sessions: Path, rounds: int,
+                device: str) -> dict[str, Any]:
+    settings = Settings(base_url=base_url, device=device, candidates_per_round=1,
                         sessions_dir=str(sessions), timing_budget_s=3.0, correctness_trials=3)
     events: list[Any] = []
     engine = Engine(ROOT / "examples" / f"{problem}.py", settings, emit=events.append,
-                    sizes="full")
+                    sizes="full" if device == "cuda" else "cpu")
     started = time.monotonic()
     engine.open()
     for _ in range(rounds):
@@ -101,6 +104,22 @@ def run_session(problem: str, base_url: str, sessions: Path, rounds: int) -> dic
     return out
 
 
+def keep(session: dict[str, Any], out: Path) -> None:
+    """The session's own files and its exports under OUT/sessions/<problem>/: what a user of
+    this GPU run would take away (the accepted module, training rows, the raw trace)."""
+    path, dest = Path(session["session"]), out / "sessions" / session["problem"]
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("session.json", "trace.jsonl"):
+        shutil.copy(path / name, dest / name)
+    for fmt, name in (("module", f"optimized_{session['problem']}.py"),
+                      ("trl", "trl.jsonl"), ("openai-chat", "openai-chat.jsonl")):
+        try:
+            result = export_sessions([str(path)], fmt, ExportOptions(), dest / name)
+            session.setdefault("exports", {})[fmt] = result.rows
+        except Exception as exc:  # an export problem is reported, the numbers stay
+            session.setdefault("exports", {})[fmt] = f"{type(exc).__name__}: {exc}"
+
+
 def show(session: dict[str, Any]) -> str:
     lines = [f"\n### {session['problem']} — {len(session['candidates'])} candidates in "
              f"{session['elapsed_s']:.0f} s, accepted: {session['accepted']} "
@@ -123,6 +142,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--problems", nargs="*", default=list(PROBLEMS))
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="cpu: a dry run of the plumbing at CPU sizes (the CUDA kernels "
+                             "cannot run there, numbers meaningless)")
     args = parser.parse_args()
     sessions = Path(tempfile.mkdtemp(prefix="e2e-sessions-"))
     replies = tuple(reply_for(p) for p in args.problems)
@@ -130,11 +152,14 @@ def main() -> int:
     with ReplayServer(ReplayConfig(replies=replies, model="cuda-replay")) as server:
         for problem in args.problems:
             try:
-                session = run_session(problem, server.base_url, sessions, args.rounds)
+                session = run_session(problem, server.base_url, sessions, args.rounds,
+                                      args.device)
             except Exception as exc:  # one broken session must not hide the others
                 session = {"problem": problem, "error": f"{type(exc).__name__}: {exc}",
                            "candidates": [], "elapsed_s": 0.0, "accepted": None,
                            "accepted_speedup": None}
+            if "error" not in session:
+                keep(session, args.out)
             report.append(session)
             print(show(session) if "error" not in session else f"\n{problem}: {session['error']}",
                   flush=True)

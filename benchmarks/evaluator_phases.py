@@ -105,7 +105,7 @@ def main() -> int:
     parser.add_argument("--candidate", type=Path, help="a candidate file instead of torch.mm")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--budget", type=float, default=1.0, help="timing_budget_s")
-    parser.add_argument("--gap", type=float, default=4.0,
+    parser.add_argument("--gap", type=float, default=10.0,
                         help="seconds between evaluations (the model writing the next "
                              "candidate), in which the next worker starts warm")
     args = parser.parse_args()

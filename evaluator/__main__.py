@@ -38,10 +38,10 @@ def _child(args: argparse.Namespace) -> None:
         from evaluator.schema import Job
 
         job = Job.from_json(text)
-        if args.mode == "run":
+        if args.mode in ("run", "profile"):
             from evaluator import worker
 
-            payload = worker.run(job, channel).to_dict()
+            payload = worker.run(job, channel, profile_only=args.mode == "profile").to_dict()
         elif args.mode == "build":
             from evaluator import builder
 
@@ -68,8 +68,8 @@ def _wait_for_job(mode: str, fd: int, device: str) -> str:
     from evaluator.sandbox import WARM_IDLE_S
 
     parent = os.getppid()
-    module = {"run": "evaluator.worker", "reference": "evaluator.reference",
-              "build": "evaluator.builder"}.get(mode)
+    module = {"run": "evaluator.worker", "profile": "evaluator.worker",
+              "reference": "evaluator.reference", "build": "evaluator.builder"}.get(mode)
     if module is not None:
         importlib.import_module(module)  # torch and the evaluator, as a cold child imports them
         if device.startswith("cuda"):
@@ -80,6 +80,10 @@ def _wait_for_job(mode: str, fd: int, device: str) -> str:
             # the CUDA context, created ahead (the worker reports a bad device itself)
             with contextlib.suppress(Exception):
                 torch.zeros(1, device=device)
+                if mode == "profile":
+                    from evaluator.profiling import warm_up
+
+                    warm_up(device)
     deadline = time.monotonic() + WARM_IDLE_S
     while time.monotonic() < deadline and os.getppid() == parent:
         ready, _, _ = select.select([fd], [], [], 1.0)
@@ -155,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         user.add_argument("-o", "--output", default=None, help="write the JSON here")
         user.set_defaults(mode=mode, handler=_user)
     child = sub.add_parser("_child")
-    child.add_argument("mode", choices=["run", "probe", "reference", "build"])
+    child.add_argument("mode", choices=["run", "profile", "probe", "reference", "build"])
     child.add_argument("job")
     child.add_argument("--result-fd", type=int, required=True)
     child.add_argument("--progress-fd", type=int, required=True)

@@ -42,6 +42,20 @@ def kernels_of(fn: Callable[[list[Any]], Any], inputs: list[Any], sync: Callable
     return sorted(rows, key=lambda row: -row[1])
 
 
+def warm_up(device: str) -> None:
+    """Start CUPTI and Kineto now with a throwaway session: about 2.5 s once per process on an
+    H200, after which a profiler pass costs milliseconds. Only for a child that times nothing:
+    once a session has run, each kernel launch costs about 1 µs more for the life of the
+    process (``benchmarks/profiler_cost.py``), which would skew launch-bound timings."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.ones(8, device=device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+        torch.add(x, 1)
+        torch.cuda.synchronize(device)
+
+
 def _is_own(name: str, own: set[str]) -> bool:
     return name.startswith("triton") or any(n in name for n in own)
 

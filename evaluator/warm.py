@@ -18,7 +18,7 @@ from pathlib import Path
 from evaluator.sandbox import Child, Limits, scrub_env
 
 enabled = True
-_MAX_IDLE = 2
+_MAX_IDLE = 3  # a run child and a profile child per device, and one spare
 _lock = threading.Lock()
 _idle: dict[str, Child] = {}
 

@@ -3,6 +3,7 @@
 Phases: setup (device, clock, pristine problem and reference model, all before
 the candidate is imported) -> build (import the candidate, compile, construct
 ModelNew with equal weights) -> lock down -> correctness -> timing -> profile.
+A "profile" child runs setup, build and lock down, then the profile alone.
 Any failure ends the run with a report; the parent decides the verdict.
 """
 
@@ -257,7 +258,9 @@ def _dedupe(flags: list[Flag]) -> list[Flag]:
     return list(seen.values())
 
 
-def run(job: Job, channel: WorkerChannel) -> WorkerReport:
+def run(job: Job, channel: WorkerChannel, *, profile_only: bool = False) -> WorkerReport:
+    """The whole evaluation; with ``profile_only``, the profiler pass alone (for a child whose
+    profiler started while it waited: see ``evaluator.launch``)."""
     report = WorkerReport()
     started = time.monotonic()
     worker = Worker(job, channel, report)
@@ -266,8 +269,9 @@ def run(job: Job, channel: WorkerChannel) -> WorkerReport:
         worker.phase("build", worker.build)
         worker.phase("lock_down", worker.lock_down)
         with worker.h.no_grad():
-            worker.phase("correctness", worker.correctness)
-            worker.phase("timing", worker.timing)
+            if not profile_only:
+                worker.phase("correctness", worker.correctness)
+                worker.phase("timing", worker.timing)
             worker.phase("profile", worker.profile)
         report.phase = "done"
     except _Stop:

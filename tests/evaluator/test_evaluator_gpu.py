@@ -3,6 +3,7 @@ strict re-evaluation of a 60x rewrite, a cached fake, an illegal memory access."
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -206,3 +207,18 @@ def test_clock_counts_side_stream_work_and_agrees_with_do_bench() -> None:
     bench = float(triton_testing.do_bench(broadcast, warmup=25, rep=200, return_mode="median"))
     print(f"broadcast: ours {ours:.4f} ms, do_bench {bench:.4f} ms")
     assert abs(ours - bench) / bench < 0.05
+
+
+def test_the_profiler_pass_runs_in_its_own_warm_child(build_dir: Path) -> None:
+    from evaluator import warm
+
+    warm.discard_all()
+    first = evaluate(gpu_job(cuda_candidate("0"), build_dir, strict_threshold=1e9))
+    assert first.status == "ok", first.message
+    assert warm.count() == 2  # a run child and a profile child, started after the evaluation
+    time.sleep(10.0)  # the model writing the next candidate: the profile child starts CUPTI
+    again = evaluate(gpu_job(cuda_candidate("0"), build_dir, strict_threshold=1e9))
+    print("with the profile child:", again.wall_time_s, "s;", again.profile)
+    assert again.status == "ok", again.message
+    assert again.profile is not None and again.profile["candidate_kernel_share"] > 0.9
+    assert again.timing["candidate"].median_ms > 0

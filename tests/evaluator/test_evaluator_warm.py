@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from evaluator_cases import LINEAR_HONEST, LINEAR_PROBLEM, job, linear_candidate
 
 from evaluator import warm
-from evaluator.launch import evaluate, limits_for
-from evaluator.sandbox import Child
+from evaluator.launch import _profile_apart, evaluate, limits_for
+from evaluator.report import WorkerReport
+from evaluator.sandbox import Child, Limits, Outcome
+from evaluator.schema import Flag, Job
 
 
 def test_an_evaluation_leaves_one_warm_worker_and_the_next_uses_it() -> None:
@@ -61,3 +64,33 @@ def test_a_warm_worker_takes_the_jobs_own_memory_limit() -> None:
     # another timeout (so another CPU-time limit), same kind: the warm worker is used
     result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body), timeout_s=90.0))
     assert result.status == "runtime_error" and "out of memory" in result.message
+
+
+def test_a_profile_child_loads_the_candidate_and_skips_correctness_and_timing() -> None:
+    honest = job(LINEAR_PROBLEM, LINEAR_HONEST)
+    child = Child("profile", launch_limits(honest), warm_device="cpu")
+    report = WorkerReport.from_dict(_payload(child.run(honest.to_json(), 120.0)))
+    assert report.phase == "done" and not report.error_kind, report.error
+    assert list(report.phases) == ["setup", "build", "lock_down", "profile"]
+    assert not report.trials and not report.timing
+
+
+def test_a_candidate_failing_in_the_profile_child_fails_the_evaluation() -> None:
+    # what the timing worker saw is not enough: the profiler pass loads the candidate again
+    broken = job(LINEAR_PROBLEM, linear_candidate("        return self.fc(x)",
+                                                  header="raise RuntimeError('second load')"))
+    report = WorkerReport(phase="done", flags=[Flag("own_inputs", "kept", "warn")])
+    child = Child("profile", launch_limits(broken), warm_device="cpu")
+    _profile_apart(child, broken, report, None, None)
+    assert report.phase == "profile" and report.error_kind == "compile"
+    assert "in the profiler pass" in report.error and "second load" in report.error
+    assert [f.code for f in report.flags].count("own_inputs") == 1
+
+
+def launch_limits(j: Job) -> Limits:
+    return limits_for(j.device, j.memory_limit_mb, j.timeout_s, j.cpu_time_limit_s)
+
+
+def _payload(outcome: Outcome) -> dict[str, Any]:
+    assert outcome.payload is not None, outcome.stderr_tail
+    return outcome.payload
