@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from evaluator import build, envinfo
+from evaluator import build, envinfo, integrity
 from evaluator.harness import describe_exception, load_source
 from evaluator.schema import BuildOutcome, Job
 
@@ -33,10 +33,17 @@ def run(job: Job) -> BuildOutcome:
     if bdir.cached:
         return BuildOutcome(ok=True, cached=True, message="already built")
     workdir = Path(tempfile.mkdtemp(prefix="eval-build-"))
+    # the worker's guard, as during its build phase: the candidate's module-level code may
+    # write only into its own build dir and the temp dir, and spawns no processes of its own
+    guard = integrity.install_guards([str(bdir.path), str(workdir)])
     started = time.monotonic()
     try:
         module = load_source("cudal1_candidate", job.candidate_source, workdir)
     except BaseException as exc:
+        if _blocked(exc, guard):
+            # not a compile error: the evaluation runs and the worker gives the verdict
+            return BuildOutcome(ok=False, status="runtime_error",
+                                message=f"blocked by the evaluator: {describe_exception(exc)}")
         message = describe_exception(exc, limit=200_000).replace(str(bdir.path), "<build>")
         log = build.trim_compile_log(message)
         return BuildOutcome(ok=False, status="compile_error", compile_log=log,
@@ -46,5 +53,15 @@ def run(job: Job) -> BuildOutcome:
     if not isinstance(getattr(module, "ModelNew", None), type):
         return BuildOutcome(ok=False, status="compile_error", compile_time_s=elapsed,
                             message="the candidate defines no class ModelNew")
+    if any(f.severity == "reject" for f in guard.findings()):
+        return BuildOutcome(ok=False, status="runtime_error", compile_time_s=elapsed,
+                            message="blocked by the evaluator: " + "; ".join(
+                                f"{f.code}: {f.reason}" for f in guard.findings()
+                                if f.severity == "reject"))
     bdir.mark_complete()
     return BuildOutcome(ok=True, compile_time_s=elapsed, message=f"built in {elapsed:.1f} s")
+
+
+def _blocked(exc: BaseException, guard: integrity.Guard) -> bool:
+    return isinstance(exc, PermissionError) or any(
+        f.severity == "reject" for f in guard.findings())

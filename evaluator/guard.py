@@ -219,8 +219,9 @@ class Guard:
 
     # -- public ----------------------------------------------------------------------------
     def lock_down(self) -> None:
-        """Called after the candidate is imported and built: from now on no subprocess,
-        socket, ctypes or frame/gc walking is allowed from candidate code."""
+        """Called after the candidate is imported and built: marks the stream the timing
+        expects. (Candidate code is refused processes, sockets, ctypes, frame/gc walking and
+        writes outside its dirs from the moment the guard is installed.)"""
         self._locked = True
         if self._baseline is not None:
             self._stream0 = self._current_stream()
@@ -256,7 +257,9 @@ class Guard:
     def _record(self, code: str, severity: Severity, what: str, frame: FrameType) -> None:
         reason = f"{what} at {_where(frame)}"
         self._flags.setdefault((code, reason), Flag(code, reason, severity))
-        if self._locked and severity == "reject":
+        # refused from the start, not from lock-down on: a write into another candidate's
+        # cached build, or a process started at import time, must never happen at all
+        if severity == "reject":
             raise PermissionError(f"blocked by the evaluator: the candidate {reason}")
 
     def _blame(self, frame: FrameType | None, blame: Blame = "first") -> FrameType | None:

@@ -58,8 +58,12 @@ class Worker:
                               "baseline_settings": self.h.baseline_settings}
         # every check used after the candidate import, bound before it
         self.fn = checks.capture()
-        build_root = self.job.build_dir or str(build.default_build_dir())
-        self.guard = integrity.install_guards([build_root, str(self.h.workdir)])
+        arch = build.job_arch(self.job.cuda_arch) or envinfo.arch_tag(self.h.device)
+        self.bdir = build.prepare(self.job.build_dir, self.job.candidate_source,
+                                  torch.__version__, arch)
+        self.build_path = str(self.bdir.path)
+        # writes only to this candidate's own build dir: never into another's cached build
+        self.guard = integrity.install_guards([self.build_path, str(self.h.workdir)])
         # bound methods: patching the Guard class later does not reach these
         self._guard_lock, self._guard_findings = self.guard.lock_down, self.guard.findings
         self.globals0 = self.fn.snapshot_globals()
@@ -68,10 +72,7 @@ class Worker:
     # -- build -------------------------------------------------------------------------
     def build(self) -> None:
         self.ch.progress("build", 0, 1, "importing and compiling the candidate")
-        arch = build.job_arch(self.job.cuda_arch) or envinfo.arch_tag(self.h.device)
-        bdir = build.prepare(self.job.build_dir, self.job.candidate_source, torch.__version__,
-                             arch)
-        self.build_path = str(bdir.path)
+        bdir = self.bdir
         started = time.monotonic()
         try:
             self.cand_module = load_source("cudal1_candidate", self.job.candidate_source,
