@@ -17,6 +17,7 @@ from cudal1_tui.engine import opening
 from cudal1_tui.engine.events import DecisionRecorded, EngineError, RoundFinished, RoundStarted
 from cudal1_tui.engine.generate import ModelGateway
 from cudal1_tui.engine.pool import EvalPool
+from cudal1_tui.engine.recording import torch_compile_ms
 from cudal1_tui.engine.round import RoundRunner, RoundSummary
 from cudal1_tui.engine.workspace import Emit, Workspace
 from cudal1_tui.errors import ConfigError, SessionError
@@ -29,7 +30,6 @@ UPDATABLE = frozenset({"model", "temperature", "top_p", "max_tokens", "candidate
                        "exemplars", "base_url", "api_key", "use_builtin"})
 NOTHING_NEW = ("nothing new to try: the built-in strategies have all been evaluated in this "
                "session and no model is available")
-COMPILE_SOURCE = "builtin:torch-compile-default"
 NO_PROPOSER = "nothing to try: no model is available and the built-in proposer is off"
 NOTHING_NEW_FIX = "start a model server (vLLM, SGLang, llama.cpp, Ollama) and set OPENAI_BASE_URL"
 
@@ -157,15 +157,7 @@ class Engine:
         return [c for c in proposed if c.source not in done]
 
     def _note_compile_time(self) -> None:
-        """torch.compile's time on this problem: the evaluator's comparison when it ran one,
-        else the measured built-in ``torch.compile`` (default mode) candidate."""
-        for record in self.records():
-            timing = record.result.get("timing", {})
-            compared = timing.get("torch_compile")
-            if record.source == COMPILE_SOURCE and record.status == "ok":
-                compared = compared or timing.get("candidate")
-            if isinstance(compared, dict) and compared.get("median_ms"):
-                self.torch_compile_ms = float(compared["median_ms"])
+        self.torch_compile_ms = torch_compile_ms(self.records()) or self.torch_compile_ms
 
     # -- decisions -----------------------------------------------------------------------
 

@@ -78,6 +78,7 @@ class RoundFinished:
     round: int
     best_speedup: float | None
     cancelled: bool = False
+    torch_compile_ms: float | None = None  # when this round measured torch.compile
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,24 @@ class Draft:
         self.record_id = self.record_id or new_record_id(self.round, self.slot)
 
 
+COMPILE_SOURCE = "builtin:torch-compile-default"
+
+
+def torch_compile_ms(records: list[CandidateRecord]) -> float | None:
+    """torch.compile's time on this problem, from the latest record that measured it: the
+    evaluator's own comparison when it ran one, else the built-in ``torch.compile`` (default
+    mode) candidate's time."""
+    found: float | None = None
+    for record in records:
+        timing = record.result.get("timing", {})
+        compared = timing.get("torch_compile")
+        if record.source == COMPILE_SOURCE and record.status == "ok":
+            compared = compared or timing.get("candidate")
+        if isinstance(compared, dict) and compared.get("median_ms"):
+            found = float(compared["median_ms"])
+    return found
+
+
 def refused(message: str, reward_name: str, code: str = "parse_error") -> Result:
     """The verdict on a reply that never reached the evaluator (no usable code)."""
     scored = score(reward_name, {}, "rejected", None)

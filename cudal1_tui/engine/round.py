@@ -27,7 +27,7 @@ from cudal1_tui.engine.events import (
     StageChanged,
     StreamChunk,
 )
-from cudal1_tui.engine.recording import Draft, finish, refused
+from cudal1_tui.engine.recording import Draft, finish, refused, torch_compile_ms
 from cudal1_tui.engine.stages import Stages
 from cudal1_tui.engine.workspace import Workspace
 from cudal1_tui.errors import ModelError
@@ -83,7 +83,8 @@ class RoundRunner:
         best = self.ws.best()
         cancelled = self.ws.cancel.is_set()
         best_speedup = best.speedup if best else None
-        self.ws.emit(RoundFinished(self.round, best_speedup, cancelled=cancelled))
+        self.ws.emit(RoundFinished(self.round, best_speedup, cancelled=cancelled,
+                                   torch_compile_ms=torch_compile_ms(list(self._records))))
         message = "cancelled" if cancelled else f"{len(self._records)} candidate(s) evaluated"
         return RoundSummary(self.round, list(self._records), best_speedup, cancelled, message,
                             model_used, builtin)

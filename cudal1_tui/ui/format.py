@@ -26,10 +26,19 @@ def ms_text(ms: float | None) -> str:
     return f"{ms * 1000:.1f} µs" if ms < 1 else f"{ms:.2f} ms"
 
 
+BUILTIN_MARK = "⚙ "  # the help screen explains it; the detail pane shows the full name
+_SHORTER = (("torch-compile-", "compile "), ("max-autotune-no-cudagraphs", "autotune-no-cg"))
+
+
 def source_text(source: str) -> str:
-    if source.startswith("builtin:"):
-        return source.removeprefix("builtin:") + " (built-in)"
-    return source
+    """A candidate's source, short enough for the table: ``model``, or a built-in strategy
+    marked with a gear and abbreviated (``⚙ compile autotune-no-cg``)."""
+    if not source.startswith("builtin:"):
+        return source
+    name = source.removeprefix("builtin:")
+    for long, short in _SHORTER:
+        name = name.replace(long, short)
+    return BUILTIN_MARK + name
 
 
 def max_error(result: dict[str, Any]) -> float | None:

@@ -276,7 +276,9 @@ class SessionView(App[int]):
         self.query_one(ProgressStrip).set_idle("cancelled" if event.cancelled else "idle")
         done = "cancelled" if event.cancelled else "finished"
         self.set_status(f"round {event.round} {done} · a: accept, n: next round",
-                        best_speedup=event.best_speedup or self.header_info.best_speedup)
+                        best_speedup=event.best_speedup or self.header_info.best_speedup,
+                        torch_compile_ms=event.torch_compile_ms
+                        or self.header_info.torch_compile_ms)
 
     def _event_EngineError(self, event: ev.EngineError) -> None:
         self.query_one(ErrorBanner).show(event.message, event.fix, retry=event.recoverable)

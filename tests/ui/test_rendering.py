@@ -12,6 +12,7 @@ from cudal1_tui.ui.screens.export import FORMATS, default_destination
 from cudal1_tui.ui.screens.rounds import parse_rounds
 from cudal1_tui.ui.screens.settings import parse_settings
 from cudal1_tui.ui.syntax import STYLES, cuda_sources, highlight
+from cudal1_tui.ui.widgets.variants import COLUMNS
 
 
 def _plain(renderable: object, width: int = 120) -> str:
@@ -62,7 +63,10 @@ def test_formats_of_records() -> None:
     records = {r.record_id: r for r in recorded.records()}
     assert speedup_text(1.8412) == "1.84×" and speedup_text(None) == "—"
     assert ms_text(0.5) == "500.0 µs" and ms_text(12.345) == "12.35 ms"
-    assert source_text("builtin:inplace_ops") == "inplace_ops (built-in)"
+    assert source_text("builtin:inplace_ops") == "⚙ inplace_ops"
+    longest = source_text("builtin:torch-compile-max-autotune-no-cudagraphs")
+    assert longest == "⚙ compile autotune-no-cg"
+    assert len(longest) <= dict((k, w) for k, _, w in COLUMNS)["source"]
     assert max_error(records["r1s1"].result) == 2.4e-7 * 3
     assert max_error(records["r2s0"].result) is None
     assert record_flags(records["r2s1"]) == ["input_mutation"]

@@ -90,6 +90,9 @@ async def _results(pilot: Pilot[Any]) -> None:
     await pilot.pause()
     statuses = {r.source: r.status for r in table.records.values()}
     assert statuses == {"builtin:torch-compile-default": "ok", "model": "ok"}, statuses
+    compiled = next(r for r in table.records.values() if r.source.startswith("builtin:"))
+    # the header's torch.compile time comes from the built-in candidate measured this round
+    assert app.header_info.torch_compile_ms == compiled.result["timing"]["candidate"]["median_ms"]
 
 
 def test_first_start(snap_compare: SnapCompare, problem_file: Path, tmp_path: Path,

@@ -13,7 +13,9 @@ from textual.widgets import Button, DataTable, Static
 INTRO = (
     "Each round asks the model (and the built-in proposer) for faster variants, then "
     "compiles, verifies and times them in a separate process. Pick a row to see its diff, "
-    "code, analysis and logs; accept the one you want (a git commit in the session)."
+    "code, analysis and logs; accept the one you want (a git commit in the session). "
+    "A ⚙ marks the built-in proposer's candidates (torch.compile modes, CUDA graphs, "
+    "channels_last, known rewrites)."
 )
 
 

@@ -16,11 +16,11 @@ from cudal1_tui.ui.messages import VariantChosen
 # (key, label, width): fixed widths so long built-in names or flags never push columns away.
 COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("round", "rnd", 4),
-    ("source", "source", 24),
+    ("source", "source", 25),
     ("status", "status", 13),
     ("speedup", "speedup", 8),
     ("error", "max err", 7),
-    ("flags", "flags", 12),
+    ("flags", "flags", 10),
     ("decision", "decision", 8),
 )
 
