@@ -104,7 +104,7 @@ def test_trl_rows_carry_reward_columns(made: Any, root: Path, tmp_path: Path) ->
 
 
 def test_trl_rows_load_with_datasets(made: Any, root: Path, tmp_path: Path) -> None:
-    datasets = pytest.importorskip("datasets")  # optional: not needed by cudal1-tui
+    datasets = pytest.importorskip("datasets")  # in the dev extra; not needed by cudal1-tui
     session, _ = made
     out = tmp_path / "trl.jsonl"
     run_export(root, "trl", out, [session.id])
