@@ -90,7 +90,7 @@ def evaluate_once(job: Job) -> tuple[Result, list[tuple[str, float]], float]:
 
 def worker_phases(job: Job) -> tuple[dict[str, float], float, float]:
     """The worker alone: its own phase times, its busy time and the process's wall time."""
-    outcome = launch._spawn("run", job.to_json(), job, job.timeout_s)
+    outcome = launch._spawn("run", job.to_json(), job)
     report = launch._report(outcome)
     phases = dict(getattr(report, "phases", {}) or {}) if report else {}
     return phases, report.busy_s if report else 0.0, outcome.wall_s

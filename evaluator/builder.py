@@ -19,14 +19,16 @@ from evaluator.harness import describe_exception, load_source
 from evaluator.schema import BuildOutcome, Job
 
 
-def _arch(job: Job) -> str:
-    tagged = build.job_arch(job.cuda_arch)
-    return tagged or envinfo.arch_tag(torch.device(job.device))
+def build_dir_of(job: Job, device: torch.device) -> build.BuildDir:
+    """The candidate's keyed build dir (caches pointed into it), as the worker and this
+    build-only child both compute it."""
+    arch = build.job_arch(job.cuda_arch) or envinfo.arch_tag(device)
+    return build.prepare(job.build_dir, job.candidate_source, torch.__version__, arch)
 
 
 def run(job: Job) -> BuildOutcome:
     try:
-        bdir = build.prepare(job.build_dir, job.candidate_source, torch.__version__, _arch(job))
+        bdir = build_dir_of(job, torch.device(job.device))
     except Exception as exc:
         return BuildOutcome(ok=False, status="runtime_error",
                             message=f"cannot prepare the build dir: {describe_exception(exc)}")
@@ -40,10 +42,9 @@ def run(job: Job) -> BuildOutcome:
     try:
         module = load_source("cudal1_candidate", job.candidate_source, workdir)
     except BaseException as exc:
-        if _blocked(exc, guard):
-            # not a compile error: the evaluation runs and the worker gives the verdict
-            return BuildOutcome(ok=False, status="runtime_error",
-                                message=f"blocked by the evaluator: {describe_exception(exc)}")
+        refused = _refused(guard, exc)
+        if refused is not None:
+            return refused
         message = describe_exception(exc, limit=200_000).replace(str(bdir.path), "<build>")
         log = build.trim_compile_log(message)
         return BuildOutcome(ok=False, status="compile_error", compile_log=log,
@@ -53,15 +54,22 @@ def run(job: Job) -> BuildOutcome:
     if not isinstance(getattr(module, "ModelNew", None), type):
         return BuildOutcome(ok=False, status="compile_error", compile_time_s=elapsed,
                             message="the candidate defines no class ModelNew")
-    if any(f.severity == "reject" for f in guard.findings()):
-        return BuildOutcome(ok=False, status="runtime_error", compile_time_s=elapsed,
-                            message="blocked by the evaluator: " + "; ".join(
-                                f"{f.code}: {f.reason}" for f in guard.findings()
-                                if f.severity == "reject"))
+    refused = _refused(guard)
+    if refused is not None:
+        return refused
     bdir.mark_complete()
     return BuildOutcome(ok=True, compile_time_s=elapsed, message=f"built in {elapsed:.1f} s")
 
 
-def _blocked(exc: BaseException, guard: integrity.Guard) -> bool:
-    return isinstance(exc, PermissionError) or any(
-        f.severity == "reject" for f in guard.findings())
+def _refused(guard: integrity.Guard, exc: BaseException | None = None) -> BuildOutcome | None:
+    """A build the guard refused (or that raised PermissionError): not a compile error, so
+    the evaluation still runs and the worker gives the verdict with its reasons."""
+    reasons = [f"{f.code}: {f.reason}" for f in guard.findings() if f.severity == "reject"]
+    if reasons:
+        why = "; ".join(reasons)
+    elif isinstance(exc, PermissionError):
+        why = describe_exception(exc)
+    else:
+        return None
+    return BuildOutcome(ok=False, status="runtime_error",
+                        message=f"blocked by the evaluator: {why}")

@@ -190,7 +190,6 @@ class Guard:
         self._allowed = tuple(os.path.realpath(d) + os.sep for d in dirs)
         self._extra_trusted = tuple(os.path.realpath(d) + os.sep for d in trusted_dirs)
         self._flags: dict[tuple[str, str], Flag] = {}
-        self._locked = False
         self._active = True
         self._local = threading.local()
         self._threads0 = {t.ident for t in threading.enumerate()}
@@ -222,7 +221,6 @@ class Guard:
         """Called after the candidate is imported and built: marks the stream the timing
         expects. (Candidate code is refused processes, sockets, ctypes, frame/gc walking and
         writes outside its dirs from the moment the guard is installed.)"""
-        self._locked = True
         if self._baseline is not None:
             self._stream0 = self._current_stream()
 

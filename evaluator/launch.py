@@ -49,14 +49,14 @@ def limits_for(device: str, memory_mb: int | None, timeout_s: float,
     )
 
 
-def _spawn(mode: str, text: str, job: Job, timeout_s: float, *,
+def _spawn(mode: str, text: str, job: Job, *,
            on_progress: sandbox.ProgressFn | None = None,
            cancel: threading.Event | None = None) -> sandbox.Outcome:
-    limits = limits_for(job.device, job.memory_limit_mb, timeout_s, job.cpu_time_limit_s)
+    limits = _limits(job)
     child = warm.take(mode, job.device, limits)
     if child is None:
         child = sandbox.Child(mode, limits, job_text=text)
-    return child.run(text, timeout_s, limits=limits, cancel=cancel, on_progress=on_progress)
+    return child.run(text, job.timeout_s, limits=limits, cancel=cancel, on_progress=on_progress)
 
 
 def _limits(job: Job) -> sandbox.Limits:
@@ -71,9 +71,10 @@ def _prewarm(job: Job) -> None:
     """Start the next worker now (torch imported, waiting), so that the next evaluation of this
     kind skips the start-up; it has seen nothing of this job. On CUDA a profile child too,
     whose profiler starts while it waits."""
-    warm.prepare("run", job.device, _limits(job))
+    limits = _limits(job)
+    warm.prepare("run", job.device, limits)
     if _profiles(job):
-        warm.prepare("profile", job.device, _limits(job))
+        warm.prepare("profile", job.device, limits)
 
 
 def _report(outcome: sandbox.Outcome) -> WorkerReport | None:
@@ -92,7 +93,7 @@ def _with_build_dir(job: Job) -> Job:
 
 def _pristine(job: Job, on_progress: sandbox.ProgressFn | None,
               cancel: threading.Event | None) -> WorkerReport | None:
-    outcome = _spawn("reference", job.to_json(), job, job.timeout_s,
+    outcome = _spawn("reference", job.to_json(), job,
                      on_progress=on_progress, cancel=cancel)
     report = _report(outcome)
     if report is None:
@@ -162,44 +163,40 @@ def _profile_apart(child: sandbox.Child, job: Job, report: WorkerReport,
 
     outcome = child.run(job.to_json(), job.timeout_s, limits=_limits(job), cancel=cancel,
                         on_progress=profile_progress)
-    extra = _report(outcome)
-    if extra is not None:
-        known = {(f.code, f.reason) for f in report.flags}
-        report.flags += [f for f in extra.flags if (f.code, f.reason) not in known]
-        report.phases["profile"] = extra.phases.get("profile", 0.0)
-    if extra is not None and extra.phase == "done" and not extra.error_kind:
+    extra = _report(outcome) or WorkerReport()  # no report: it crashed or timed out
+    report.add_flags(extra.flags)
+    report.phases["profile"] = extra.phases.get("profile", 0.0)
+    if extra.phase == "done" and not extra.error_kind:
         report.profile = extra.profile
         return
-    why = extra.error if extra is not None and extra.error else \
-        verdict.crash_message(outcome, job.memory_limit_mb)
+    why = extra.error or verdict.crash_message(outcome, job.memory_limit_mb)
     report.phase = "profile"
-    report.fail(extra.error_kind if extra is not None and extra.error_kind else "runtime",
+    report.fail(extra.error_kind or "runtime",
                 f"in the profiler pass (a separate process, fresh inputs): {why}")
 
 
 def _single(job: Job, on_progress: sandbox.ProgressFn | None,
             cancel: threading.Event | None) -> Result:
     profiler = warm.take("profile", job.device, _limits(job)) if _profiles(job) else None
-    run_job = replace(job, profile=False) if profiler is not None else job
-    outcome = _spawn("run", run_job.to_json(), job, job.timeout_s,
-                     on_progress=on_progress, cancel=cancel)
-    report = _report(outcome)
-    pristine, note = None, None
 
     def cancelled() -> bool:
         return cancel is not None and cancel.is_set()
 
-    if report is not None and _needs_pristine(report) and not cancelled():
-        pristine, note = _pristine_for(job, report, on_progress, cancel)
-        if profiler is not None and not cancelled():
-            _profile_apart(profiler, job, report, on_progress, cancel)
-            profiler = None
-        if cancelled():
-            if profiler is not None:
-                profiler.discard()
-            return verdict.decide(job, sandbox.Outcome(cancelled=True), None)
-    if profiler is not None:
-        profiler.discard()
+    try:
+        run_job = replace(job, profile=False) if profiler is not None else job
+        outcome = _spawn("run", run_job.to_json(), job, on_progress=on_progress, cancel=cancel)
+        report = _report(outcome)
+        pristine, note = None, None
+        if report is not None and _needs_pristine(report) and not cancelled():
+            pristine, note = _pristine_for(job, report, on_progress, cancel)
+            if profiler is not None and not cancelled():
+                child, profiler = profiler, None  # Child.run consumes it
+                _profile_apart(child, job, report, on_progress, cancel)
+            if cancelled():
+                return verdict.decide(job, sandbox.Outcome(cancelled=True), None)
+    finally:
+        if profiler is not None:  # taken but not needed: the run failed or was cancelled
+            profiler.discard()
     result = verdict.decide(job, outcome, report, pristine)
     if note is not None:
         result.flags.append(note)
@@ -269,7 +266,7 @@ def build(job: Job, *, cancel: threading.Event | None = None) -> BuildOutcome:
     timed and no device is opened (with ``job.cuda_arch`` set, the GPU is not asked at all)."""
     check_job(job)
     job = _with_build_dir(job)
-    outcome = _spawn("build", job.to_json(), job, job.timeout_s, cancel=cancel)
+    outcome = _spawn("build", job.to_json(), job, cancel=cancel)
     if outcome.cancelled:
         return BuildOutcome(ok=False, status="timeout", message="cancelled")
     if outcome.timed_out:

@@ -51,6 +51,13 @@ class WorkerReport:
     busy_s: float = 0.0  # the child's own wall time, to bound the sum of its samples
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (benchmarks)
 
+    def add_flags(self, flags: list[Flag]) -> None:
+        """Append ``flags``, keeping one of each (code, reason)."""
+        seen: dict[tuple[str, str], Flag] = {}
+        for flag in self.flags + flags:
+            seen.setdefault((flag.code, flag.reason), flag)
+        self.flags = list(seen.values())
+
     def fail(self, kind: ErrorKind, message: str) -> None:
         if not self.error_kind:
             self.error_kind, self.error = kind, message

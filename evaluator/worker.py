@@ -13,9 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
-from evaluator import build, checks, envinfo, integrity
+from evaluator import checks, envinfo, integrity
+from evaluator.builder import build_dir_of
 from evaluator.channel import WorkerChannel
 from evaluator.compare import describe_tolerance
 from evaluator.harness import Harness, SetupError, load_source, plan_of
@@ -58,9 +57,7 @@ class Worker:
                               "baseline_settings": self.h.baseline_settings}
         # every check used after the candidate import, bound before it
         self.fn = checks.capture()
-        arch = build.job_arch(self.job.cuda_arch) or envinfo.arch_tag(self.h.device)
-        self.bdir = build.prepare(self.job.build_dir, self.job.candidate_source,
-                                  torch.__version__, arch)
+        self.bdir = build_dir_of(self.job, self.h.device)
         self.build_path = str(self.bdir.path)
         # writes only to this candidate's own build dir: never into another's cached build
         self.guard = integrity.install_guards([self.build_path, str(self.h.workdir)])
@@ -252,13 +249,6 @@ def _rejected(flags: list[Flag]) -> bool:
     return any(f.severity == "reject" for f in flags)
 
 
-def _dedupe(flags: list[Flag]) -> list[Flag]:
-    seen: dict[tuple[str, str], Flag] = {}
-    for flag in flags:
-        seen.setdefault((flag.code, flag.reason), flag)
-    return list(seen.values())
-
-
 def run(job: Job, channel: WorkerChannel, *, profile_only: bool = False) -> WorkerReport:
     """The whole evaluation; with ``profile_only``, the profiler pass alone (for a child whose
     profiler started while it waited: see ``evaluator.launch``)."""
@@ -280,6 +270,6 @@ def run(job: Job, channel: WorkerChannel, *, profile_only: bool = False) -> Work
     except BaseException as exc:  # anything the candidate throws ends as a report
         worker.failed(exc)
     worker.wrap_up()
-    report.flags = _dedupe(report.flags)
+    report.add_flags([])  # one of each finding
     report.busy_s = round(time.monotonic() - started, 3)
     return report
