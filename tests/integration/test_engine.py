@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import git
 import pytest
+from engine_events import Events
 from procs import descendants
 
 from cudal1_tui.config import Settings
@@ -87,25 +87,6 @@ TIMING_NOISE = {"reference_slowed", "timing_implausible"}
 
 def flag_codes(record: Any) -> list[str]:
     return [f["code"] for f in record.result.get("flags", [])]
-
-
-class Events:
-    """Collects what the engine emits (from any thread)."""
-
-    def __init__(self) -> None:
-        self.items: list[Any] = []
-        self.lock = threading.Lock()
-        self.hooks: list[Any] = []
-
-    def __call__(self, event: Any) -> None:
-        with self.lock:
-            self.items.append(event)
-        for hook in list(self.hooks):
-            hook(event)
-
-    def of(self, kind: type) -> list[Any]:
-        with self.lock:
-            return [e for e in self.items if isinstance(e, kind)]
 
 
 def settings_for(tmp: Path, base_url: str, **changes: Any) -> Settings:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_events import Events
 from procs import descendants
 
 from cudal1_tui.config import Settings
@@ -96,29 +97,6 @@ BROKEN_CODE = CPP_CODE.replace("auto out = torch::empty_like(B);",
 # then the broken one, so the queue order (and so the record order) is known.
 CPP = HEAD.format(padding="One C++ loop over the rows. " * 4) + CPP_CODE
 BROKEN = HEAD.format(padding="One C++ loop over the rows, written by hand. " * 20) + BROKEN_CODE
-
-
-class Events:
-    """Everything the engine emits, in order (from any thread)."""
-
-    def __init__(self) -> None:
-        self.items: list[Any] = []
-        self.lock = threading.Lock()
-        self.hooks: list[Any] = []
-
-    def __call__(self, event: Any) -> None:
-        with self.lock:
-            self.items.append(event)
-        for hook in list(self.hooks):
-            hook(event)
-
-    def stages(self, slot: int) -> list[tuple[int, StageChanged]]:
-        return [(i, e) for i, e in enumerate(self.items)
-                if isinstance(e, StageChanged) and e.round > 0 and e.slot == slot]
-
-    def finished_at(self, slot: int) -> int:
-        return next(i for i, e in enumerate(self.items)
-                    if isinstance(e, CandidateFinished) and e.slot == slot)
 
 
 def settings_for(tmp: Path, base_url: str, build: Path, **changes: Any) -> Settings:
