@@ -7,7 +7,7 @@ User-facing (print JSON on stdout; candidate code never runs in this process):
     python -m evaluator build JOB.json        # compile only (fills the build cache)
 
 Internal (spawned by ``evaluator.launch``; the verdict goes to ``--result-fd``):
-    python -m evaluator _child {run,reference,probe,build} JOB.json --result-fd N ...
+    python -m evaluator _child {run,referee,reference,probe,build} JOB.json --result-fd N ...
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ def _child(args: argparse.Namespace) -> None:
     if args.wait_fd is not None:
         apply_limits(Limits.from_arg(_wait_for_job(args.mode, args.wait_fd, args.warm_device)))
     from evaluator.channel import WorkerChannel
+    from evaluator.protocol import Peer
 
     channel = WorkerChannel(args.result_fd, args.progress_fd, args.key_fd)
+    peer = Peer.from_fd(args.talk_fd) if args.talk_fd is not None else None
     text = Path(args.job).read_text(encoding="utf-8")
     payload: dict[str, Any]
     if args.mode == "probe":
@@ -41,7 +43,12 @@ def _child(args: argparse.Namespace) -> None:
         if args.mode in ("run", "profile"):
             from evaluator import worker
 
-            payload = worker.run(job, channel, profile_only=args.mode == "profile").to_dict()
+            payload = worker.run(job, channel, peer=peer,
+                                 profile_only=args.mode == "profile").to_dict()
+        elif args.mode == "referee" and peer is not None:
+            from evaluator import referee
+
+            payload = referee.run(job, peer).to_dict()
         elif args.mode == "build":
             from evaluator import builder
 
@@ -69,7 +76,8 @@ def _wait_for_job(mode: str, fd: int, device: str) -> str:
 
     parent = os.getppid()
     module = {"run": "evaluator.worker", "profile": "evaluator.worker",
-              "reference": "evaluator.reference", "build": "evaluator.builder"}.get(mode)
+              "reference": "evaluator.reference", "build": "evaluator.builder",
+              "referee": "evaluator.referee"}.get(mode)
     if module is not None:
         importlib.import_module(module)  # torch and the evaluator, as a cold child imports them
         if device.startswith("cuda"):
@@ -159,12 +167,14 @@ def main(argv: list[str] | None = None) -> int:
         user.add_argument("-o", "--output", default=None, help="write the JSON here")
         user.set_defaults(mode=mode, handler=_user)
     child = sub.add_parser("_child")
-    child.add_argument("mode", choices=["run", "profile", "probe", "reference", "build"])
+    child.add_argument("mode", choices=["run", "profile", "probe", "reference", "build",
+                                        "referee"])
     child.add_argument("job")
     child.add_argument("--result-fd", type=int, required=True)
     child.add_argument("--progress-fd", type=int, required=True)
     child.add_argument("--key-fd", type=int, required=True)
     child.add_argument("--limits", default="{}")
+    child.add_argument("--talk-fd", type=int, default=None, help="the request/reply socket")
     child.add_argument("--wait-fd", type=int, default=None, help="start warm, wait for a byte")
     child.add_argument("--warm-device", default="")
     child.set_defaults(handler=_child)

@@ -33,9 +33,13 @@ def tolerance_for(preset: str, dtype: torch.dtype) -> float:
 def describe_tolerance(preset: str) -> dict[str, Any]:
     return {
         "preset": preset,
-        "by_dtype": {name: {"atol": tol, "rtol": tol} for name, tol in PRESETS[preset].items()},
+        "rule": "|got - exp| <= tol * max|exp| + tol * |exp| elementwise, per output tensor "
+                "(atol scaled to the reference's magnitude)",
+        "by_dtype": {name: {"tol": tol, "atol": f"{tol:g} * max|exp|", "rtol": tol}
+                     for name, tol in PRESETS[preset].items()},
         "integers": "exact",
         "nan_inf": "positions must match",
+        "judged_against": "the strict fp32 reference output",
     }
 
 
@@ -64,7 +68,7 @@ def _compare_one(exp: torch.Tensor, got: torch.Tensor, preset: str, idx: int) ->
     if got.shape != exp.shape:
         return Comparison(False, message=f"{where}: shape {tuple(got.shape)} != {tuple(exp.shape)}")
     if got.dtype != exp.dtype:
-        return Comparison(False, message=f"{where}: dtype {got.dtype} != {exp.dtype}")
+        return Comparison(False, message=dtype_message(where, got.dtype, exp.dtype))
     if got.device != exp.device:
         return Comparison(False, message=f"{where}: device {got.device} != {exp.device}")
     if exp.numel() == 0:
@@ -87,14 +91,22 @@ def _compare_one(exp: torch.Tensor, got: torch.Tensor, preset: str, idx: int) ->
     diff = (e[finite] - g[finite]).abs()
     if diff.numel() == 0:
         return Comparison(True)
-    rel = diff / e[finite].abs().clamp_min(1e-12)
+    magnitude = e[finite].abs()
+    rel = diff / magnitude.clamp_min(1e-12)
     max_abs, max_rel = _finite(float(diff.max())), _finite(float(rel.max()))
-    bad = diff > tol + tol * e[finite].abs()
+    atol = tol * float(magnitude.max())  # scaled: a fixed atol would dominate tiny outputs
+    bad = diff > atol + tol * magnitude
     n_bad = int(bad.sum())
     if n_bad:
         return Comparison(False, max_abs, max_rel, f"{where}: {n_bad}/{diff.numel()} values "
-                          f"outside atol=rtol={tol:g} (max abs err {max_abs:.3g})")
+                          f"outside tol={tol:g} (atol={atol:.3g} = tol*max|exp|, rtol={tol:g}; "
+                          f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g})")
     return Comparison(True, max_abs, max_rel)
+
+
+def dtype_message(where: str, got: torch.dtype, expected: torch.dtype) -> str:
+    return (f"{where}: the candidate returns {dtype_name(got)}; the reference returns "
+            f"{dtype_name(expected)}")
 
 
 def compare_outputs(expected: Any, got: Any, preset: str) -> Comparison:

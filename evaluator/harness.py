@@ -108,7 +108,7 @@ def plan_of(job: Job) -> Plan:
 class Harness:
     """The pristine side: problem module, seeded inputs, the reference model."""
 
-    def __init__(self, job: Job) -> None:
+    def __init__(self, job: Job, init_seed: int | None = None) -> None:
         self.job = job
         self.baseline_settings = strict_fp32()
         self.device = open_device(job.device)
@@ -126,22 +126,23 @@ class Harness:
             self._get_inputs: Callable[[], Any] = self.problem.get_inputs
             self._get_init_inputs: Callable[[], Any] = self.problem.get_init_inputs
             self.model_cls: type[torch.nn.Module] = self.problem.Model
-            self.init_seed = new_seed()
+            self.init_seed = new_seed() if init_seed is None else init_seed
             self._seed(self.init_seed)
             self.init_inputs = list(self._get_init_inputs())
         except Exception as exc:
             raise SetupError(f"the problem failed to load: {describe_exception(exc)}") from None
 
-    def make_inputs(self) -> list[Any]:
-        """A fresh input set from a seed nobody can predict, on the device."""
-        self._seed(new_seed())
+    def make_inputs(self, seed: int | None = None) -> list[Any]:
+        """A fresh input set from ``seed`` (the parent's) or one nobody can predict."""
+        seed = new_seed() if seed is None else seed
+        self._seed(seed)
         if self._on_device is not None:
             try:
                 made = inputs_within(self._on_device, self._get_inputs)
                 return [to_device(x, self.device) for x in made]
             except Exception:
                 self._on_device = None  # this get_inputs needs the host: make them there
-                self._seed(new_seed())
+                self._seed(seed)
         return [to_device(x, self.device) for x in self._get_inputs()]
 
     def construct(self, cls: Callable[..., torch.nn.Module]) -> torch.nn.Module:

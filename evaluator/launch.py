@@ -11,17 +11,22 @@ of any kind comes back as a Result, never as an exception.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from evaluator import build as build_cache
-from evaluator import pristine_cache, sandbox, toolinfo, verdict, warm
+from evaluator import conduct, precision, pristine_cache, sandbox, toolinfo, verdict, warm
+from evaluator.protocol import PeerGone
 from evaluator.report import WorkerReport
 from evaluator.reward import FORMULAS
 from evaluator.schema import BuildOutcome, Flag, Job, ProbeJob, ProbeResult, Result, TimingSummary
 from evaluator.stats import summarize
+from evaluator.timing_checks import Burst
 
 TOLERANCES = ("strict", "relaxed")
 
@@ -73,6 +78,7 @@ def _prewarm(job: Job) -> None:
     whose profiler starts while it waits."""
     limits = _limits(job)
     warm.prepare("run", job.device, limits)
+    warm.prepare("referee", job.device, limits)
     if _profiles(job):
         warm.prepare("profile", job.device, limits)
 
@@ -102,10 +108,6 @@ def _pristine(job: Job, on_progress: sandbox.ProgressFn | None,
     return report
 
 
-def _needs_pristine(report: WorkerReport | None) -> bool:
-    return report is not None and report.phase == "done" and not report.error_kind
-
-
 def _only_slowed(result: Result) -> bool:
     rejects = {f.code for f in result.flags if f.severity == "reject"}
     return result.status == "rejected" and rejects == {"reference_slowed"}
@@ -127,28 +129,6 @@ def _once(job: Job, on_progress: sandbox.ProgressFn | None,
         second.message = f"{second.message}\n{note}" if second.message else note
         result = second
     return result
-
-
-def _pristine_for(job: Job, report: WorkerReport, on_progress: sandbox.ProgressFn | None,
-                  cancel: threading.Event | None) -> tuple[WorkerReport | None, Flag | None]:
-    """The pristine reference: reused from an earlier evaluation of the same problem, device,
-    torch and timing settings (a few minutes old at most) unless this candidate's in-process
-    reference disagrees with it, in which case it is measured afresh before any verdict.
-    Strict passes always measure afresh."""
-    key = pristine_cache.key_of(job, report)
-    cached = None if job.strict else pristine_cache.get(key)
-    if cached is not None:
-        entry, age = cached
-        if not pristine_cache.disagrees(report, entry):
-            if on_progress is not None:
-                on_progress("reference", 1, 1, f"pristine reference reused ({age:.0f} s old)")
-            return entry, Flag("reference_pristine_reused", f"pristine reference timing reused "
-                               f"from a clean process {age:.0f} s ago (same problem, device, "
-                               "torch and timing settings)", "info")
-    fresh = _pristine(job, on_progress, cancel)
-    if fresh is not None and not fresh.error_kind and "reference" in fresh.timing:
-        pristine_cache.put(key, fresh)
-    return fresh, None
 
 
 def _profile_apart(child: sandbox.Child, job: Job, report: WorkerReport,
@@ -175,33 +155,78 @@ def _profile_apart(child: sandbox.Child, job: Job, report: WorkerReport,
                 f"in the profiler pass (a separate process, fresh inputs): {why}")
 
 
+def _reuse_alone(job: Job) -> Callable[[dict[str, Any]], tuple[list[Burst], float] | None]:
+    def lookup(info: dict[str, Any]) -> tuple[list[Burst], float] | None:
+        return None if job.strict else pristine_cache.get(pristine_cache.key_of(job, info))
+    return lookup
+
+
+def _converse(cond: conduct.Conductor, job: Job) -> None:
+    """The schedule: referee setup and the reference alone, build, trials, timed rounds."""
+    with contextlib.suppress(PeerGone):
+        cond.start(_reuse_alone(job))
+        if cond.alone_age is None and cond.ev.alone:
+            pristine_cache.put(pristine_cache.key_of(job, cond.ev.info), cond.ev.alone)
+        cond.build()
+        cond.correctness()
+        ev = cond.ev
+        if ev.trials and all(t.ok for t in ev.trials) and \
+                not any(f.severity == "reject" for f in ev.flags):
+            cond.timing(precision.matched_differs(ev.precision))
+            slowed = verdict.slowed_now(ev)
+            if slowed and cond.alone_age is not None:  # judged against a reused measurement
+                cond.time_alone()
+                pristine_cache.put(pristine_cache.key_of(job, ev.info), ev.alone)
+
+
 def _single(job: Job, on_progress: sandbox.ProgressFn | None,
             cancel: threading.Event | None) -> Result:
     profiler = warm.take("profile", job.device, _limits(job)) if _profiles(job) else None
-
-    def cancelled() -> bool:
-        return cancel is not None and cancel.is_set()
-
+    limits = _limits(job)
+    run_job = replace(job, profile=False) if profiler is not None else job
+    text = run_job.to_json()
+    referee = conduct.spawn("referee", job, limits, text)
+    worker = conduct.spawn("run", job, limits, text)
+    cond = conduct.Conductor(job, referee, worker, on_progress)
     try:
-        run_job = replace(job, profile=False) if profiler is not None else job
-        outcome = _spawn("run", run_job.to_json(), job, on_progress=on_progress, cancel=cancel)
-        report = _report(outcome)
-        pristine, note = None, None
-        if report is not None and _needs_pristine(report) and not cancelled():
-            pristine, note = _pristine_for(job, report, on_progress, cancel)
-            if profiler is not None and not cancelled():
-                child, profiler = profiler, None  # Child.run consumes it
-                _profile_apart(child, job, report, on_progress, cancel)
-            if cancelled():
-                return verdict.decide(job, sandbox.Outcome(cancelled=True), None)
+        conduct.wait_on(referee, text, job, limits, cancel, None)
+        conduct.wait_on(worker, text, job, limits, cancel, on_progress)
+        _converse(cond, job)
+    finally:
+        cond.finish()
+        for running in (referee, worker):
+            if running.thread is not None:
+                running.thread.join()
+    outcome = worker.outcome or sandbox.Outcome(cancelled=True)
+    report = _report(outcome)
+    cancelled = cancel is not None and cancel.is_set()
+    try:
+        if report is not None and profiler is not None and not cancelled and cond.ev.timed:
+            child, profiler = profiler, None  # Child.run consumes it
+            _profile_apart(child, job, report, on_progress, cancel)
     finally:
         if profiler is not None:  # taken but not needed: the run failed or was cancelled
             profiler.discard()
-    result = verdict.decide(job, outcome, report, pristine)
-    if note is not None:
-        result.flags.append(note)
+    if cancelled:
+        return verdict.decide(job, sandbox.Outcome(cancelled=True), None)
+    result = verdict.decide(job, outcome, report, cond.ev)
+    if cond.alone_age is not None:
+        result.flags.append(Flag("reference_pristine_reused", f"the reference-alone timing was "
+                                 f"reused from {cond.alone_age:.0f} s ago (same problem, device, "
+                                 "torch and timing settings)", "info"))
+    if job.compare_torch_compile and result.ok:
+        _add_torch_compile(job, result, cancel)
     _add_tool_info(result, job)
     return result
+
+
+def _add_torch_compile(job: Job, result: Result, cancel: threading.Event | None) -> None:
+    report = _pristine(job, None, cancel)
+    if report is not None and "torch_compile" in report.timing:
+        raw = report.timing["torch_compile"]
+        result.timing["torch_compile"] = summarize(raw.samples_ms, raw.clock)
+    if report is not None:
+        result.flags += report.flags
 
 
 def _add_tool_info(result: Result, job: Job) -> None:

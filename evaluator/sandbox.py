@@ -16,6 +16,7 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -204,8 +205,11 @@ class Child:
     """
 
     def __init__(self, mode: str, limits: Limits, *, job_text: str | None = None,
-                 warm_device: str = "") -> None:
+                 warm_device: str = "", talk: bool = False) -> None:
         self.mode, self.limits = mode, limits
+        # talk: a socket for the parent's request/reply protocol (evaluator.protocol)
+        self.talk: socket.socket | None = None
+        self._talk_wanted = talk
         self.root = Path(tempfile.mkdtemp(prefix="cudal1-eval-"))
         self._go_w: int | None = None
         try:
@@ -233,6 +237,10 @@ class Child:
             "--result-fd", str(result_w), "--progress-fd", str(progress_w),
             "--key-fd", str(key_r), "--limits", self.limits.to_arg(),
         ]
+        if self._talk_wanted:
+            self.talk, theirs = socket.socketpair()
+            child_fds.append(theirs.detach())
+            argv += ["--talk-fd", str(child_fds[-1])]
         if job_text is None:
             go_r, self._go_w = os.pipe()
             child_fds.append(go_r)
@@ -279,6 +287,8 @@ class Child:
             self._go_w = None
         _kill_group(self.proc.pid)
         self.proc.wait()
+        if self.talk is not None:
+            self.talk.close()
         for fd in (self._result_r, self._progress_r):
             with contextlib.suppress(OSError):
                 os.close(fd)

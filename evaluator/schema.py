@@ -126,7 +126,9 @@ class Result:
 
     status: Status
     correct: bool = False
-    speedup: float | None = None
+    speedup: float | None = None  # against the reference under the candidate's precision
+    speedup_strict: float | None = None  # against strict fp32 (None: the same precision)
+    precision: dict[str, Any] = field(default_factory=dict)
     reward: float = 0.0
     reward_formula: str = "clipped_speedup"
     reward_params: dict[str, float] = field(default_factory=dict)

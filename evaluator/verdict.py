@@ -1,21 +1,30 @@
-"""The parent's verdict, recomputed from raw data (stdlib only).
+"""The parent's verdict (stdlib only), from what trusted processes measured.
 
-Nothing the worker claims is taken at face value: the status follows from the
-trials, the recheck and the flags; the timing summaries and the speedup are
-recomputed from raw samples; the samples must fit in the worker's own wall time;
-the in-process reference is checked against the pristine one.
+Correctness comes from the referee's checks (``conduct.Evidence``), never from the worker's
+report; timing summaries and the speedup are recomputed from raw burst times, cross-checked
+against the parent's wall clock (``timing_checks``). The worker's report adds only what can
+make its verdict worse (errors, guard findings) or is informative (compile log, profile).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
+from evaluator.conduct import Evidence
 from evaluator.report import WorkerReport
 from evaluator.reward import noise_band, score
 from evaluator.sandbox import Outcome
 from evaluator.schema import Flag, Job, Result, Status, TimingSummary
 from evaluator.stats import summarize
+from evaluator.timing_checks import (
+    Burst,
+    calibrate,
+    candidate_means,
+    cross_check,
+    ratio,
+    reference_means,
+    reference_slowed,
+)
 
 _SIGNALS = {
     "SIGSEGV": "segmentation fault",
@@ -27,7 +36,6 @@ _SIGNALS = {
     "SIGXCPU": "CPU time limit exceeded",
     "SIGXFSZ": "file size limit exceeded",
 }
-SLOWED_MIN = 0.15  # the in-process reference may be this much slower than the pristine one
 
 
 def stderr_lines(text: str, n: int = 15) -> str:
@@ -56,132 +64,167 @@ def _process_failure(job: Job, outcome: Outcome) -> tuple[Status, str] | None:
     return None
 
 
-def _summaries(report: WorkerReport) -> dict[str, TimingSummary]:
-    return {k: summarize(v.samples_ms, v.clock) for k, v in report.timing.items()}
+
+def _samples(bursts: list[Burst]) -> list[float]:
+    return [t for b in bursts for t in b.times_ms]
 
 
-def _timing_flags(report: WorkerReport, timing: Mapping[str, TimingSummary]) -> list[Flag]:
-    flags: list[Flag] = []
-    total_s = sum(sum(t.samples_ms) for t in timing.values()) / 1000
-    if report.busy_s > 0 and total_s > report.busy_s * 1.05 + 0.5:
-        flags.append(Flag("timing_implausible", f"timed samples add up to {total_s:.2f} s, more "
-                          f"than the worker's whole run ({report.busy_s:.2f} s)"))
-    raw = report.timing.get("candidate")
-    if raw is not None and raw.late > max(2, len(raw.samples_ms) // 4):
-        flags.append(Flag("work_outside_timed_stream", f"{raw.late} of {len(raw.samples_ms)} "
-                          "timed candidate calls left GPU work running past the timing stream "
-                          "(side streams?); it was counted through a device-wide sync", "warn"))
+def _timing(ev: Evidence, clock: str) -> dict[str, TimingSummary]:
+    timing = {"reference": summarize(_samples(ev.reference), clock),
+              "candidate": summarize(_samples(ev.candidate), clock)}
+    if ev.alone:
+        timing["reference_pristine"] = summarize(_samples(ev.alone), clock)
+    if ev.matched:
+        timing["reference_matched"] = summarize(_samples(ev.matched), clock)
+    return timing
+
+
+def _timing_flags(ev: Evidence, timing: dict[str, TimingSummary]) -> tuple[list[Flag], bool]:
+    """(flags, whether a speedup may be reported)."""
+    flags = cross_check(ev.candidate, calibrate(ev.reference + ev.matched + ev.alone))
+    n = len(_samples(ev.candidate))
+    if ev.late > max(2, n // 4):
+        flags.append(Flag("work_outside_timed_stream", f"{ev.late} of {n} timed candidate "
+                          "calls left GPU work running past the timing stream (side streams?); "
+                          "it was counted through a device-wide sync", "warn"))
     for name in ("reference", "candidate"):
-        summary = timing.get(name)
-        if summary is None or summary.n == 0 or summary.median_ms <= 0:
+        if timing[name].n == 0 or timing[name].median_ms <= 0:
             flags.append(Flag("timing_implausible", f"no usable {name} timing samples"))
-    return flags
+    slowed = None
+    if "reference_pristine" in timing:
+        slowed = reference_slowed(timing["reference"], timing["reference_pristine"])
+    if slowed is not None:
+        flags.append(slowed)
+    return flags, slowed is None
 
 
-def reference_slowed(inproc: TimingSummary, pristine: TimingSummary) -> Flag | None:
-    """Patched torch ops or timers show up as a reference slower than its pristine twin."""
-    if inproc.n == 0 or pristine.n == 0 or pristine.median_ms <= 0:
-        return None
-    allowed = max(SLOWED_MIN, 3 * max(inproc.spread, pristine.spread))
-    ratio = inproc.median_ms / pristine.median_ms
-    if ratio <= 1 + allowed:
-        return None
-    return Flag("reference_slowed", f"the reference ran {ratio:.2f}x slower next to the "
-                f"candidate ({inproc.median_ms:.4g} ms) than in a clean process "
-                f"({pristine.median_ms:.4g} ms; allowed +{allowed:.0%}): patched torch ops, "
-                f"timers or background load from the candidate")
+def _speedups(ev: Evidence, result: Result) -> None:
+    """Headline: against the reference under the candidate's precision (or the strict one
+    when that is faster: a precision claim never inflates it); strict beside it."""
+    cand = candidate_means(ev.candidate, calibrate(ev.reference + ev.matched + ev.alone))
+    strict = ratio(reference_means(ev.reference), cand)
+    if not ev.matched:
+        result.speedup, result.speedup_strict = strict, None
+        return
+    matched = ratio(reference_means(ev.matched), cand)
+    result.speedup_strict = strict
+    result.speedup = min(matched, strict) if matched and strict else matched or strict
 
 
-def _status(report: WorkerReport, flags: list[Flag]) -> tuple[Status, bool]:
-    if report.error_kind == "compile":
+def _status(report: WorkerReport | None, ev: Evidence, flags: list[Flag]) -> tuple[Status, bool]:
+    if report is not None and report.error_kind == "compile":
         return "compile_error", False
-    if report.error_kind == "blocked":  # the guard refused a call: a verdict, not a crash
+    if report is not None and report.error_kind == "blocked":
         return "rejected", False
-    if report.error_kind:
+    if (report is not None and report.error_kind) or ev.referee_error:
         return "runtime_error", False
-    correct = bool(report.trials) and all(t.ok for t in report.trials)
-    correct = correct and report.recheck.mismatches == 0
+    correct = bool(ev.trials) and all(t.ok for t in ev.trials) and ev.recheck.mismatches == 0
     if not correct:
-        return "incorrect", False
+        return ("incorrect", False) if ev.trials else ("runtime_error", False)
     if any(f.severity == "reject" for f in flags):
         return "rejected", True
-    if report.phase != "done":
+    if not ev.timed or ev.protocol_error:
         return "runtime_error", True
     return "ok", True
 
 
-def _message(status: Status, report: WorkerReport, outcome: Outcome, result: Result) -> str:
+def _ok_message(result: Result) -> str:
+    ref, cand = result.timing["reference"], result.timing["candidate"]
+    text = (f"speedup {result.speedup:.3g}x (reference {ref.median_ms:.4g} ms, "
+            f"candidate {cand.median_ms:.4g} ms)")
+    if result.speedup_strict is not None:
+        text += (f"; against the strict fp32 reference {result.speedup_strict:.3g}x "
+                 f"(the candidate computes in {result.precision.get('candidate')})")
+    return text
+
+
+def _runtime_message(report: WorkerReport | None, ev: Evidence, outcome: Outcome) -> str:
+    error = report.error if report is not None else ""
+    if ev.referee_error and not error:
+        return f"the reference failed (not the candidate): {ev.referee_error}"
+    if report is None:
+        crash = crash_message(outcome, None)
+        return f"{crash}\n(protocol: {ev.protocol_error})" if ev.protocol_error else crash
+    tail = stderr_lines(outcome.stderr_tail, 8)
+    text = error or ev.protocol_error or "the evaluation stopped before it finished"
+    return f"{text}\nlast stderr lines:\n{tail}" if tail and report.error_kind else text
+
+
+def _message(status: Status, report: WorkerReport | None, ev: Evidence, outcome: Outcome,
+             result: Result) -> str:
     if status == "ok":
-        ref, cand = result.timing["reference"], result.timing["candidate"]
-        return (f"speedup {result.speedup:.3g}x (reference {ref.median_ms:.4g} ms, "
-                f"candidate {cand.median_ms:.4g} ms)")
+        return _ok_message(result)
     if status == "compile_error":
-        return report.error
+        return report.error if report is not None else ""
     if status == "runtime_error":
-        tail = stderr_lines(outcome.stderr_tail, 8)
-        text = report.error or "the evaluation stopped before it finished"
-        return f"{text}\nlast stderr lines:\n{tail}" if tail and report.error_kind else text
+        return _runtime_message(report, ev, outcome)
     if status == "incorrect":
-        bad = next((t for t in report.trials if not t.ok), None)
+        bad = next((t for t in ev.trials if not t.ok), None)
         if bad is not None:
             return f"trial {bad.trial}: {bad.message}"
-        return report.recheck.detail or "incorrect output"
+        return ev.recheck.detail or "incorrect output"
     reasons = [f"{f.code}: {f.reason}" for f in result.flags if f.severity == "reject"]
-    text = "; ".join(dict.fromkeys(reasons)) or report.error
-    return (f"blocked by the evaluator: {text}" if report.error_kind == "blocked" else text)[:2000]
+    text = "; ".join(dict.fromkeys(reasons)) or (report.error if report is not None else "")
+    blocked = report is not None and report.error_kind == "blocked"
+    return (f"blocked by the evaluator: {text}" if blocked else text)[:2000]
 
 
-def _from_report(job: Job, outcome: Outcome, report: WorkerReport,
-                 pristine: WorkerReport | None, result: Result) -> None:
-    result.trials, result.tolerance = report.trials, report.tolerance
-    result.settings_changed, result.profile = report.settings_changed, report.profile
-    result.device, result.versions = report.device, report.versions
-    result.compile_time_s, result.build_cached = report.compile_time_s, report.build_cached
+def _flags_of(outcome: Outcome, report: WorkerReport | None, ev: Evidence) -> list[Flag]:
+    flags = (list(report.flags) if report is not None else []) + list(ev.flags)
+    if report is None and not outcome.timed_out and not outcome.cancelled:
+        flags.append(Flag("no_worker_report", "the candidate's process ended without its report "
+                          "(a forged or cut-off report earns nothing)"))
+    if ev.recheck.mismatches:
+        flags.append(Flag("timed_output_mismatch", f"{ev.recheck.mismatches} of "
+                          f"{ev.recheck.compared} timed outputs differ from the reference "
+                          f"on the same inputs: {ev.recheck.detail}"))
+    return flags
+
+
+def _from_evidence(job: Job, outcome: Outcome, report: WorkerReport | None, ev: Evidence,
+                   result: Result) -> None:
+    info = ev.info
+    result.trials, result.tolerance = ev.trials, dict(info.get("tolerance") or {})
+    result.device = dict(info.get("device") or {})
+    result.versions = dict(info.get("versions") or {})
+    result.settings_changed = ev.settings_changed
+    result.precision = {k: v for k, v in ev.precision.items() if k != "autocast"}
+    if report is not None:
+        result.profile = report.profile
+        result.compile_time_s, result.build_cached = report.compile_time_s, report.build_cached
     output = stderr_lines(outcome.stdout_tail + "\n" + outcome.stderr_tail, 40)
-    result.compile_log = report.compile_log or output[-4000:]
-    flags = list(report.flags)
-    if outcome.channel_problem:
-        flags.append(Flag("verdict_channel_tampered", outcome.channel_problem))
-    if report.recheck.mismatches:
-        flags.append(Flag("timed_output_mismatch", f"{report.recheck.mismatches} of "
-                          f"{report.recheck.compared} timed outputs differ from the reference "
-                          f"on the same inputs: {report.recheck.detail}"))
-    timing = _summaries(report)
-    if pristine is not None:
-        if pristine.error_kind or "reference" not in pristine.timing:
-            flags.append(Flag("reference_pristine_failed", pristine.error or "no samples", "warn"))
-        else:
-            pt = _summaries(pristine)
-            timing["reference_pristine"] = pt["reference"]
-            if "torch_compile" in pt:
-                timing["torch_compile"] = pt["torch_compile"]
-            flags += pristine.flags
-            slowed = reference_slowed(timing.get("reference", TimingSummary()), pt["reference"])
-            if slowed is not None:
-                flags.append(slowed)
-    if report.phase == "done":
-        flags += _timing_flags(report, timing)
-    result.timing, result.flags = timing, flags
-    status, correct = _status(report, flags)
-    result.status, result.correct = status, correct
-    ref, cand = timing.get("reference"), timing.get("candidate")
-    if ref and cand and ref.median_ms > 0 and cand.median_ms > 0:
-        result.speedup = ref.median_ms / cand.median_ms
-    result.message = _message(status, report, outcome, result)
+    result.compile_log = (report.compile_log if report is not None else "") or output[-4000:]
+    flags = _flags_of(outcome, report, ev)
+    may_report = True
+    if ev.timed:
+        clock = "cuda_events" if job.device.startswith("cuda") else "perf_counter"
+        result.timing = _timing(ev, clock)
+        timing_flags, may_report = _timing_flags(ev, result.timing)
+        flags += timing_flags
+    result.flags = _one_each(flags)
+    result.status, result.correct = _status(report, ev, result.flags)
+    if ev.timed and may_report:
+        _speedups(ev, result)
+    result.message = _message(result.status, report, ev, outcome, result)
+
+
+def _one_each(flags: list[Flag]) -> list[Flag]:
+    seen: dict[tuple[str, str], Flag] = {}
+    for flag in flags:
+        seen.setdefault((flag.code, flag.reason), flag)
+    return list(seen.values())
 
 
 def decide(job: Job, outcome: Outcome, report: WorkerReport | None,
-           pristine: WorkerReport | None = None) -> Result:
+           evidence: Evidence | None = None) -> Result:
     result = Result(status="runtime_error", job_id=job.job_id)
     failure = _process_failure(job, outcome)
     if failure is not None:
         result.status, result.message = failure
-    elif report is None:
+    elif evidence is None:
         result.message = crash_message(outcome, job.memory_limit_mb)
-        if outcome.channel_problem:
-            result.flags.append(Flag("verdict_channel_tampered", outcome.channel_problem))
     else:
-        _from_report(job, outcome, report, pristine, result)
+        _from_evidence(job, outcome, report, evidence, result)
     ref, cand = result.timing.get("reference"), result.timing.get("candidate")
     noise = noise_band(ref.samples_ms, cand.samples_ms) if ref and cand else 0.0
     rewarded = score(job.reward.name, job.reward.params, result.status, result.speedup,
@@ -192,3 +235,11 @@ def decide(job: Job, outcome: Outcome, report: WorkerReport | None,
     result.reward = rewarded.reward if math.isfinite(rewarded.reward) else 0.0
     result.reward_formula, result.reward_params = rewarded.formula, rewarded.params
     return result
+
+
+def slowed_now(ev: Evidence) -> bool:
+    """Would the timing so far flag ``reference_slowed``? (for a fresh alone measurement)"""
+    if not ev.alone or not ev.reference:
+        return False
+    inter = summarize(_samples(ev.reference), "")
+    return reference_slowed(inter, summarize(_samples(ev.alone), "")) is not None

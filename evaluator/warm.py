@@ -18,7 +18,8 @@ from pathlib import Path
 from evaluator.sandbox import Child, Limits, scrub_env
 
 enabled = True
-_MAX_IDLE = 3  # a run child and a profile child per device, and one spare
+_MAX_IDLE = 4  # a run, a referee and a profile child per device, and one spare
+TALKING = ("run", "referee")  # children driven by the parent's protocol (a talk socket)
 _lock = threading.Lock()
 _idle: dict[str, Child] = {}
 
@@ -55,7 +56,7 @@ def prepare(mode: str, device: str, limits: Limits) -> None:
         while len(_idle) >= _MAX_IDLE:
             stale.append(_idle.pop(next(iter(_idle))))
         with contextlib.suppress(OSError):  # no warm child: the next evaluation starts cold
-            _idle[kind] = Child(mode, limits, warm_device=device)
+            _idle[kind] = Child(mode, limits, warm_device=device, talk=mode in TALKING)
     for child in stale:
         child.discard()
 

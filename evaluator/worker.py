@@ -13,13 +13,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from evaluator import checks, envinfo, integrity
 from evaluator.builder import build_dir_of
 from evaluator.channel import WorkerChannel
-from evaluator.compare import describe_tolerance
-from evaluator.harness import Harness, SetupError, load_source, plan_of
-from evaluator.report import RawTiming, WorkerReport
-from evaluator.schema import Flag, Job, TrialReport
+from evaluator.compare import as_tensors, describe_tolerance
+from evaluator.harness import Harness, SetupError, load_source
+from evaluator.protocol import Peer, serve
+from evaluator.report import WorkerReport
+from evaluator.schema import Flag, Job
+from evaluator.timing import burst
 
 BLOCKED = "blocked by the evaluator"
 
@@ -33,6 +37,8 @@ class Worker:
         self.job, self.ch, self.rep = job, channel, report
         self.build_path = ""
         self.guard: integrity.Guard | None = None
+        self.init_seed: int | None = None  # from the parent: the referee builds Model with it
+        self.timing_checked = False
 
     def phase(self, name: str, step: Callable[[], None]) -> None:
         """Run one phase, recording its wall time (also when it stops the run)."""
@@ -46,7 +52,7 @@ class Worker:
     # -- setup -------------------------------------------------------------------------
     def setup(self) -> None:
         try:
-            self.h = Harness(self.job)
+            self.h = Harness(self.job, init_seed=self.init_seed)
             self.rep.device = envinfo.device_info(self.h.device)
             self.rep.versions = envinfo.versions()
             self.reference = self.h.reference_model()
@@ -57,6 +63,7 @@ class Worker:
                               "baseline_settings": self.h.baseline_settings}
         # every check used after the candidate import, bound before it
         self.fn = checks.capture()
+        self._copy, self._burst = torch.Tensor.copy_, burst
         self.bdir = build_dir_of(self.job, self.h.device)
         self.build_path = str(self.bdir.path)
         # writes only to this candidate's own build dir: never into another's cached build
@@ -124,74 +131,90 @@ class Worker:
     def guard_findings(self) -> list[Flag]:
         return self._guard_findings() if self.guard is not None else []
 
-    def ref_call(self, args: list[Any]) -> Any:
-        self.prepare["reference"]()
-        return self.calls["reference"](args)
-
     def cand_call(self, args: list[Any]) -> Any:
         self.prepare["candidate"]()
         return self.calls["candidate"](args)
 
-    # -- correctness -------------------------------------------------------------------
-    def correctness(self) -> None:
-        trials, expected_prev = self.job.correctness_trials, None
-        for t in range(trials):
-            self.ch.progress("correctness", t, trials, "")
-            report, expected_prev = self._trial(t, expected_prev)
-            self.rep.trials.append(report)
-            if not report.ok:
-                break
-        self.ch.progress("correctness", trials, trials, "")
-        after = self.fn.diff_settings(self.settings0, self._settings_after_candidate)
-        self.rep.settings_changed.update(after)
-        if not all(t.ok for t in self.rep.trials) or _rejected(self.rep.flags):
-            raise _Stop
+    # -- serving the parent: trials and bursts on inputs the referee made -----------------
+    def serve_parent(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The ``init`` request: setup, build and lock-down, then the settings the candidate
+        changed (precision parity). Later requests are ``trial`` and ``burst``."""
+        self.init_seed = int(msg["init_seed"])
+        self.out_spec = msg.get("outputs") or []
+        self.single = bool(msg.get("single", True))
+        self.phase("setup", self.setup)
+        self.phase("build", self.build)
+        self.phase("lock_down", self.lock_down)
+        self.like = self._expected_like()
+        return {"settings_changed": self.rep.settings_changed}
 
-    def _trial(self, t: int, previous: Any) -> tuple[TrialReport, Any]:
+    def _expected_like(self) -> Any:
+        """Stand-ins with the reference output's shape, dtype and device, for check_outputs."""
+        import torch
+
+        from evaluator.tensor_exchange import dtype_of
+
+        made = [torch.empty((), dtype=dtype_of(o["dtype"]), device=self.h.device)
+                .expand([int(n) for n in o["shape"]]) for o in self.out_spec]
+        return made[0] if self.single and len(made) == 1 else tuple(made)
+
+    def _open(self, slot: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+        from evaluator.tensor_exchange import open_shared
+
+        dev = self.h.device
+        return ([open_shared(d, dev) for d in slot["inputs"]],
+                [open_shared(d, dev) for d in slot["outputs"]])
+
+    def _deliver(self, out: Any, buffers: list[Any], held: list[Any]) -> dict[str, Any]:
+        """Describe the output, check it, copy it into the referee's buffers (untimed)."""
+        self.rep.add_flags(self.fn.check_outputs(out, self.like))
+        items = list(out) if isinstance(out, tuple | list) else [out]
+        meta: dict[str, Any] = {"count": len(items), "items": [_describe_output(t)
+                                                               for t in items]}
+        earlier = {p for h in held for p in _storage_ptrs(h)}
+        meta["reused"] = bool(earlier & set(_storage_ptrs(out)))
+        held.append(out)  # alive to the end of the burst: a reused address is the candidate's
+        if len(items) == len(buffers):
+            for buf, t in zip(buffers, items, strict=True):
+                if _copyable(t, buf):
+                    self._copy(buf, t)
+        return meta
+
+    def trial(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Two calls on two copies of one fresh set, memory poisoned before each."""
         fn, dev, sync = self.fn, self.h.device, self.h.clock.sync
-        inputs = self.h.make_inputs()
-        ref_in, c1_in, c2_in = (fn.clone_inputs(inputs), fn.clone_inputs(inputs),
-                                fn.clone_inputs(inputs))
-        fn.poison(dev, previous)
-        first = self.cand_call(c1_in)
-        sync()
-        expected = self.ref_call(ref_in)  # stays alive while the candidate runs again
-        sync()
-        fn.poison(dev, expected)
-        second = self.cand_call(c2_in)
-        sync()
-        self._settings_after_candidate = fn.snapshot_settings()
-        for out in (first, second):
-            self.rep.flags += fn.check_outputs(out, expected)
-        if not (fn.same_inputs(c1_in, ref_in) and fn.same_inputs(c2_in, ref_in)):
-            self.rep.flags.append(Flag("input_mutation", "the candidate modified its inputs in "
-                                       "place (the reference leaves them as they were)"))
-        r1 = fn.compare_outputs(expected, first, self.job.tolerance)
-        r2 = fn.compare_outputs(expected, second, self.job.tolerance)
-        message = r1.message or (r2.message and f"second call, after the reference: {r2.message}")
-        return TrialReport(t, r1.ok and r2.ok, max(r1.max_abs_err, r2.max_abs_err),
-                           max(r1.max_rel_err, r2.max_rel_err), message), expected
+        opened = [self._open(s) for s in msg["slots"]]
+        held: list[Any] = []
+        metas = []
+        with self.h.no_grad():
+            for inputs, buffers in opened:
+                fn.poison(dev, self.like)
+                out = self.cand_call(inputs)
+                sync()
+                metas.append(self._deliver(out, buffers, held))
+                del out
+            sync()
+        after = fn.diff_settings(self.settings0, fn.snapshot_settings())
+        self.rep.settings_changed.update(after)
+        return {"outputs": metas, "settings_changed": self.rep.settings_changed}
 
-    # -- timing ------------------------------------------------------------------------
-    def timing(self) -> None:
-        recheck, tol, compare = self.rep.recheck, self.job.tolerance, self.fn.compare_outputs
+    def burst(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if not self.timing_checked:  # the globals and the guard once more before timing
+            self.timing_checked = True
+            self.rep.add_flags(self.fn.diff_globals(self.globals0, self.fn.snapshot_globals()))
+            self.rep.add_flags(self.guard_findings())
+        opened = [self._open(s) for s in msg["slots"]]
+        held: list[Any] = []
+        metas: list[dict[str, Any]] = []
 
-        def on_round(outputs: dict[str, Any], _inputs: list[Any]) -> None:
-            recheck.compared += 1
-            result = compare(outputs["reference"], outputs["candidate"], tol)
-            if not result.ok:
-                recheck.mismatches += 1
-                recheck.detail = recheck.detail or f"timed call {recheck.compared}: " \
-                    f"{result.message}"
+        def deliver(i: int, out: Any) -> None:
+            metas.append(self._deliver(out, opened[i][1], held))
 
-        late: dict[str, int] = {}
-        samples = self.fn.interleaved(
-            self.h.clock, self.calls, self.h.make_inputs, plan_of(self.job), on_round=on_round,
-            progress=lambda n, total: self.ch.progress("timing", n, total, ""),
-            prepare=self.prepare, late=late,
-        )
-        self.rep.timing = {k: RawTiming(v, self.h.clock.name, late.get(k, 0))
-                           for k, v in samples.items()}
+        self.prepare["candidate"]()
+        with self.h.no_grad():
+            times = self._burst(self.h.clock, self.calls["candidate"],
+                                  [o[0] for o in opened], deliver)
+        return {"times_ms": times, "late": self.h.clock.late_count, "outputs": metas}
 
     # -- profile -----------------------------------------------------------------------
     def profile(self) -> None:
@@ -228,6 +251,43 @@ class Worker:
             self.rep.fail("runtime", _describe(exc))
 
 
+CUDA_GRAPH_OVERWRITTEN = "CUDAGraphs that has been overwritten"
+CUDA_GRAPH_MESSAGE = ("the candidate returns the same CUDA-graph output buffer on every call; the "
+                      "next replay overwrites the previous result: clone the output")
+
+
+def _describe(exc: BaseException) -> str:
+    from evaluator.harness import describe_exception  # bound copy unavailable before setup
+
+    text = describe_exception(exc)
+    return f"{CUDA_GRAPH_MESSAGE}\n({text})" if CUDA_GRAPH_OVERWRITTEN in text else text
+
+
+def _describe_output(t: Any) -> dict[str, Any]:
+    if not isinstance(t, torch.Tensor):
+        return {"type": type(t).__qualname__}
+    return {"type": "Tensor" if type(t) is torch.Tensor else type(t).__qualname__,
+            "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."),
+            "device": str(t.device), "strides": list(t.stride()) if t.layout == torch.strided
+            else []}
+
+
+def _storage_ptrs(out: Any) -> list[int]:
+    ptrs = []
+    for t in as_tensors(out) or []:
+        try:
+            if t.numel():
+                ptrs.append(int(t.untyped_storage().data_ptr()))
+        except (RuntimeError, NotImplementedError):
+            continue
+    return ptrs
+
+
+def _copyable(t: Any, buf: torch.Tensor) -> bool:
+    return (type(t) is torch.Tensor and t.layout == torch.strided and not t.is_meta
+            and t.shape == buf.shape and t.dtype == buf.dtype)
+
+
 def _describe(exc: BaseException) -> str:
     from evaluator.harness import describe_exception  # bound copy unavailable before setup
 
@@ -245,26 +305,31 @@ def _blocked(exc: BaseException | None) -> bool:
     return False
 
 
-def _rejected(flags: list[Flag]) -> bool:
-    return any(f.severity == "reject" for f in flags)
-
-
-def run(job: Job, channel: WorkerChannel, *, profile_only: bool = False) -> WorkerReport:
-    """The whole evaluation; with ``profile_only``, the profiler pass alone (for a child whose
-    profiler started while it waited: see ``evaluator.launch``)."""
+def run(job: Job, channel: WorkerChannel, *, peer: Peer | None = None,
+        profile_only: bool = False) -> WorkerReport:
+    """Serve the parent's requests (init, trials, bursts) until it says finish; then, on CUDA,
+    the profile. Without ``peer`` (a profile child) only setup, build and the profile."""
     report = WorkerReport()
     started = time.monotonic()
     worker = Worker(job, channel, report)
+
+    def on_error(exc: BaseException) -> str:
+        if not isinstance(exc, _Stop):
+            worker.failed(exc)
+        return report.error or type(exc).__name__
+
     try:
-        worker.phase("setup", worker.setup)
-        worker.phase("build", worker.build)
-        worker.phase("lock_down", worker.lock_down)
-        with worker.h.no_grad():
-            if not profile_only:
-                worker.phase("correctness", worker.correctness)
-                worker.phase("timing", worker.timing)
-            worker.phase("profile", worker.profile)
-        report.phase = "done"
+        if peer is None or profile_only:
+            worker.phase("setup", worker.setup)
+            worker.phase("build", worker.build)
+            worker.phase("lock_down", worker.lock_down)
+        else:
+            handlers = {"init": worker.serve_parent, "trial": worker.trial, "burst": worker.burst}
+            serve(peer, handlers, on_error)
+        if not report.error_kind and worker.guard is not None:
+            with worker.h.no_grad():
+                worker.phase("profile", worker.profile)
+            report.phase = "done"
     except _Stop:
         pass
     except BaseException as exc:  # anything the candidate throws ends as a report

@@ -1,0 +1,146 @@
+"""The narrow protocol between the trusted parent and its two children (stdlib only).
+
+One JSON object per line over a socket pair made by ``sandbox.Child(talk=True)``. The parent
+sends requests (``{"op": ...}``) and reads one reply per request. Replies from the worker (the
+candidate's process) are untrusted data: size-limited, parsed as JSON (never pickle) and checked
+field by field with the ``read_*`` helpers below before anything uses them.
+
+Requests to the referee (trusted, never loads candidate code):
+    init {init_seed}                       -> {device, versions, tolerance, outputs: [spec]}
+    prepare {sets: [{id, seed, copies}]}   -> {slots: {"ID/K": {inputs: [...], outputs: [...]}}}
+    reference {sets, precision, timed}     -> {times_ms}           (strict outputs are kept)
+    seal {slots}                           -> {}   (worker outputs and input copies frozen now)
+    check {slots}                          -> {results: [{ok, abs, rel, message, mutated}]}
+    matched {settings, autocast}           -> {}   (the candidate's precision, for "matched")
+    release {sets}                         -> {}
+Requests to the worker:
+    init {init_seed}                       -> {settings_changed} after build and lock-down
+    trial {slots: [a, b]}                  -> {outputs: [meta, meta], settings_changed}
+    burst {slots}                          -> {times_ms, late, outputs: [meta...]}
+Both: finish {} -> the child sends its final report on the result pipe and exits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import select
+import socket
+import time
+from typing import Any
+
+MAX_LINE = 32 * 2**20
+
+
+class PeerGone(Exception):
+    """The other side closed, timed out, or sent something that is not a valid reply."""
+
+
+class Peer:
+    """One end of a talk socket: requests out, replies in (or the reverse in a child)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._buf = bytearray()
+
+    @classmethod
+    def from_fd(cls, fd: int) -> Peer:
+        return cls(socket.socket(fileno=fd))
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message, allow_nan=True) + "\n").encode("utf-8")
+        try:
+            self.sock.sendall(data)
+        except OSError as exc:
+            raise PeerGone(f"the other process is gone ({exc.strerror or exc})") from None
+
+    def receive(self, timeout_s: float | None = None,
+                alive: Any = None) -> dict[str, Any]:
+        """The next message; ``alive()`` (optional) is polled so a dead child ends the wait."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while b"\n" not in self._buf:
+            if len(self._buf) > MAX_LINE:
+                raise PeerGone("a reply longer than the protocol allows")
+            left = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if left <= 0:
+                raise PeerGone("no reply in time")
+            ready, _, _ = select.select([self.sock], [], [], left)
+            if not ready:
+                if alive is not None and not alive():
+                    raise PeerGone("the process ended without replying")
+                continue
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except OSError as exc:
+                raise PeerGone(f"the connection failed ({exc.strerror or exc})") from None
+            if not chunk:
+                raise PeerGone("the process closed the connection")
+            self._buf.extend(chunk)
+        line, _, rest = bytes(self._buf).partition(b"\n")
+        self._buf = bytearray(rest)
+        try:
+            message = json.loads(line)
+        except ValueError:
+            raise PeerGone("a reply that is not JSON") from None
+        if not isinstance(message, dict):
+            raise PeerGone("a reply that is not a JSON object")
+        return message
+
+    def request(self, message: dict[str, Any], timeout_s: float | None = None,
+                alive: Any = None) -> dict[str, Any]:
+        self.send(message)
+        reply = self.receive(timeout_s, alive)
+        if reply.get("error"):
+            raise PeerGone(str(reply["error"])[:4000])
+        return reply
+
+
+def read_times(value: Any, count: int) -> list[float]:
+    """Exactly ``count`` finite, non-negative milliseconds, or PeerGone."""
+    if not isinstance(value, list) or len(value) != count:
+        raise PeerGone(f"expected {count} call times, got {type(value).__name__}")
+    out: list[float] = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int | float):
+            raise PeerGone("a call time that is not a number")
+        number = float(item)
+        if not math.isfinite(number) or number < 0:
+            raise PeerGone("a call time that is negative or not finite")
+        out.append(number)
+    return out
+
+
+def read_metas(value: Any, count: int) -> list[dict[str, Any]]:
+    """Output descriptions as the worker claims them (used for messages, never for a pass)."""
+    if not isinstance(value, list) or len(value) != count:
+        raise PeerGone(f"expected {count} output descriptions")
+    return [item if isinstance(item, dict) else {} for item in value]
+
+
+def read_int(value: Any, default: int = 0) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+Handler = Any  # Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def serve(peer: Peer, handlers: dict[str, Handler], on_error: Any) -> None:
+    """A child's loop: one reply per request until ``finish`` (or the parent goes away).
+    ``on_error(exc)`` turns an exception into the error reply (and may record it)."""
+    while True:
+        try:
+            message = peer.receive()
+        except PeerGone:
+            return
+        op = message.get("op")
+        if op == "finish":
+            return
+        handler = handlers.get(str(op))
+        try:
+            reply = handler(message) if handler is not None else {"error": f"unknown op {op!r}"}
+        except BaseException as exc:  # the reply says what went wrong; the loop goes on
+            reply = {"error": on_error(exc) or type(exc).__name__}
+        try:
+            peer.send(reply)
+        except PeerGone:
+            return

@@ -1,0 +1,113 @@
+"""Tensors handed between the referee and the worker without pickling anything.
+
+The referee (trusted) makes every shared tensor and describes it in JSON; the worker opens the
+description. On CPU a tensor is a file in the per-evaluation exchange directory, mapped shared
+by both (``torch.from_file``); on CUDA it is a CUDA IPC handle of the referee's allocation
+(``UntypedStorage._share_cuda_`` / ``_new_shared_cuda``), which the referee keeps alive until
+the set is released. Non-tensor inputs travel as JSON values.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+_serial = itertools.count()
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def dtype_of(name: Any) -> torch.dtype:
+    found = getattr(torch, str(name), None)
+    if not isinstance(found, torch.dtype):
+        raise ValueError(f"not a dtype: {name!r}")
+    return found
+
+
+def _b64(data: Any) -> str | None:
+    return None if data is None else base64.b64encode(bytes(data)).decode("ascii")
+
+
+def _unb64(text: Any) -> bytes | None:
+    return None if text is None else base64.b64decode(str(text))
+
+
+def export(value: Any, directory: Path, device: torch.device) -> tuple[Any, dict[str, Any]]:
+    """(the referee's own view, the description the worker opens) of a fresh shared copy."""
+    if not isinstance(value, torch.Tensor):
+        return value, {"kind": "value", "value": value}
+    if device.type == "cuda":
+        return _export_cuda(value)
+    return _export_file(value, directory)
+
+
+def _export_file(value: torch.Tensor, directory: Path) -> tuple[torch.Tensor, dict[str, Any]]:
+    path = directory / f"t{next(_serial)}.bin"
+    numel = value.numel()
+    flat = torch.from_file(str(path), shared=True, size=max(numel, 1), dtype=value.dtype)
+    shared = flat[:numel].view(value.shape)
+    shared.copy_(value)
+    return shared, {"kind": "file", "path": str(path), "dtype": dtype_name(value.dtype),
+                    "shape": list(value.shape), "numel": numel}
+
+
+def _export_cuda(value: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+    shared = value.detach().clone(memory_format=torch.contiguous_format)
+    (device, handle, size_bytes, offset_bytes, ref_handle, ref_offset, event,
+     event_sync) = shared.untyped_storage()._share_cuda_()
+    return shared, {
+        "kind": "cuda", "device": int(device), "handle": _b64(handle),
+        "size_bytes": int(size_bytes), "offset_bytes": int(offset_bytes),
+        "ref_handle": _b64(ref_handle), "ref_offset": int(ref_offset),
+        "event": _b64(event), "event_sync": bool(event_sync),
+        "dtype": dtype_name(shared.dtype), "shape": list(shared.shape),
+        "strides": list(shared.stride()), "offset": int(shared.storage_offset()),
+    }
+
+
+def open_shared(desc: dict[str, Any], device: torch.device) -> Any:
+    """The worker's view of one described value (a tensor sharing the referee's memory)."""
+    kind = desc.get("kind")
+    if kind == "value":
+        return desc.get("value")
+    dtype = dtype_of(desc["dtype"])
+    shape = [int(n) for n in desc["shape"]]
+    if kind == "file":
+        numel = int(desc["numel"])
+        if numel != math.prod(shape):
+            raise ValueError("a shared tensor whose size does not match its shape")
+        flat = torch.from_file(str(desc["path"]), shared=True, size=max(numel, 1), dtype=dtype)
+        return flat[:numel].view(shape).to(device)
+    if kind == "cuda":
+        return _open_cuda(desc, dtype, shape, device)
+    raise ValueError(f"unknown shared tensor kind {kind!r}")
+
+
+def _open_cuda(desc: dict[str, Any], dtype: torch.dtype, shape: list[int],
+               device: torch.device) -> torch.Tensor:
+    storage = torch.UntypedStorage._new_shared_cuda(  # type: ignore[attr-defined]
+        int(desc["device"]), _unb64(desc["handle"]), int(desc["size_bytes"]),
+        int(desc["offset_bytes"]), _unb64(desc["ref_handle"]), int(desc["ref_offset"]),
+        _unb64(desc["event"]), bool(desc["event_sync"]))
+    out = torch.empty(0, dtype=dtype, device=device)
+    out.set_(storage, int(desc["offset"]), shape, [int(s) for s in desc["strides"]])  # type: ignore[call-overload]
+    return out
+
+
+def poisoned_like(value: torch.Tensor) -> torch.Tensor:
+    """A buffer of ``value``'s shape and dtype full of NaN (max for integers): an output buffer
+    the worker never writes compares unequal."""
+    if value.dtype.is_floating_point or value.dtype.is_complex:
+        fill: float | int | bool = float("nan")
+    elif value.dtype == torch.bool:
+        fill = True
+    else:
+        fill = int(torch.iinfo(value.dtype).max)
+    return torch.full_like(value, fill, memory_format=torch.contiguous_format)
