@@ -35,7 +35,7 @@ def describe_tolerance(preset: str) -> dict[str, Any]:
         "preset": preset,
         "rule": "|got - exp| <= tol * max|exp| + tol * |exp| elementwise, per output tensor "
                 "(atol scaled to the reference's magnitude)",
-        "by_dtype": {name: {"tol": tol, "atol": f"{tol:g} * max|exp|", "rtol": tol}
+        "by_dtype": {name: {"atol": tol, "rtol": tol, "atol_scaled_by": "max|exp|"}
                      for name, tol in PRESETS[preset].items()},
         "integers": "exact",
         "nan_inf": "positions must match",

@@ -61,7 +61,7 @@ def _export_file(value: torch.Tensor, directory: Path) -> tuple[torch.Tensor, di
 def _export_cuda(value: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
     shared = value.detach().clone(memory_format=torch.contiguous_format)
     (device, handle, size_bytes, offset_bytes, ref_handle, ref_offset, event,
-     event_sync) = shared.untyped_storage()._share_cuda_()
+     event_sync) = shared.untyped_storage()._share_cuda_()  # type: ignore[no-untyped-call]
     return shared, {
         "kind": "cuda", "device": int(device), "handle": _b64(handle),
         "size_bytes": int(size_bytes), "offset_bytes": int(offset_bytes),

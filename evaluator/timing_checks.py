@@ -40,13 +40,13 @@ class Calibration:
 
 
 def calibrate(referee_bursts: list[Burst]) -> Calibration:
-    """allowance = max(50 us, half the referee's overhead, 3x its p10-p90 spread)."""
+    """allowance = max(50 us, 3x the p10-p90 spread of the referee's overheads)."""
     values = sorted(b.overhead_ms() for b in referee_bursts if b.times_ms)
     if not values:
         return Calibration(0.0, ALLOWANCE_FLOOR_MS)
     median = statistics.median(values)
     spread = quantile(values, 0.9) - quantile(values, 0.1)
-    return Calibration(median, max(ALLOWANCE_FLOOR_MS, 0.5 * median, 3 * spread))
+    return Calibration(median, max(ALLOWANCE_FLOOR_MS, 3 * spread))
 
 
 def cross_check(worker_bursts: list[Burst], cal: Calibration) -> list[Flag]:

@@ -9,6 +9,7 @@ Any failure ends the run with a report; the parent decides the verdict.
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Callable
 from typing import Any
@@ -63,7 +64,7 @@ class Worker:
                               "baseline_settings": self.h.baseline_settings}
         # every check used after the candidate import, bound before it
         self.fn = checks.capture()
-        self._copy, self._burst = torch.Tensor.copy_, burst
+        self._copy, self._burst, self._memmove = torch.Tensor.copy_, burst, ctypes.memmove
         self.bdir = build_dir_of(self.job, self.h.device)
         self.build_path = str(self.bdir.path)
         # writes only to this candidate's own build dir: never into another's cached build
@@ -177,8 +178,16 @@ class Worker:
         if len(items) == len(buffers):
             for buf, t in zip(buffers, items, strict=True):
                 if _copyable(t, buf):
-                    self._copy(buf, t)
+                    self._into(buf, t)
         return meta
+
+    def _into(self, buf: torch.Tensor, t: torch.Tensor) -> None:
+        """Host memory: a plain memmove, no dispatcher op a candidate could override to do
+        its work in the untimed copy; device memory: ``copy_`` (the wall clock watches it)."""
+        if t.device.type == "cpu" and t.is_contiguous() and buf.is_contiguous():
+            self._memmove(buf.data_ptr(), t.data_ptr(), t.numel() * t.element_size())
+        else:
+            self._copy(buf, t)
 
     def trial(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Two calls on two copies of one fresh set, memory poisoned before each."""
@@ -286,12 +295,6 @@ def _storage_ptrs(out: Any) -> list[int]:
 def _copyable(t: Any, buf: torch.Tensor) -> bool:
     return (type(t) is torch.Tensor and t.layout == torch.strided and not t.is_meta
             and t.shape == buf.shape and t.dtype == buf.dtype)
-
-
-def _describe(exc: BaseException) -> str:
-    from evaluator.harness import describe_exception  # bound copy unavailable before setup
-
-    return describe_exception(exc)
 
 
 def _blocked(exc: BaseException | None) -> bool:
