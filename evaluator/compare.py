@@ -99,14 +99,15 @@ def _compare_one(exp: torch.Tensor, got: torch.Tensor, preset: str, idx: int) ->
     n_bad = int(bad.sum())
     if n_bad:
         return Comparison(False, max_abs, max_rel, f"{where}: {n_bad}/{diff.numel()} values "
-                          f"outside tol={tol:g} (atol={atol:.3g} = tol*max|exp|, rtol={tol:g}; "
-                          f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g})")
+                          f"outside atol={atol:.3g} (tol*max|exp|, tol={tol:g}) + "
+                          f"rtol={tol:g}*|exp| (max abs err {max_abs:.3g}, "
+                          f"max rel err {max_rel:.3g})")
     return Comparison(True, max_abs, max_rel)
 
 
 def dtype_message(where: str, got: torch.dtype, expected: torch.dtype) -> str:
-    return (f"{where}: the candidate returns {dtype_name(got)}; the reference returns "
-            f"{dtype_name(expected)}")
+    return (f"{where}: dtype differs: the candidate returns {dtype_name(got)}; the reference "
+            f"returns {dtype_name(expected)}")
 
 
 def compare_outputs(expected: Any, got: Any, preset: str) -> Comparison:

@@ -171,6 +171,8 @@ def _message(status: Status, report: WorkerReport | None, ev: Evidence, outcome:
 
 def _flags_of(outcome: Outcome, report: WorkerReport | None, ev: Evidence) -> list[Flag]:
     flags = (list(report.flags) if report is not None else []) + list(ev.flags)
+    if outcome.channel_problem:
+        flags.append(Flag("verdict_channel_tampered", outcome.channel_problem))
     if report is None and not outcome.timed_out and not outcome.cancelled:
         flags.append(Flag("no_worker_report", "the candidate's process ended without its report "
                           "(a forged or cut-off report earns nothing)"))

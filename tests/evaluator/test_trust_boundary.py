@@ -1,0 +1,127 @@
+"""The trust boundary: verdicts come from the referee and the parent's clock, not the worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from evaluator_cases import LINEAR_PROBLEM
+
+from evaluator import verdict
+from evaluator.compare import compare_outputs
+from evaluator.conduct import Evidence
+from evaluator.launch import evaluate
+from evaluator.sandbox import Outcome
+from evaluator.schema import Job, TrialReport
+from evaluator.tensor_exchange import export, open_shared
+from evaluator.timing_checks import Burst, calibrate, candidate_means, cross_check
+
+EXPLOITS = Path(__file__).resolve().parents[1] / "exploits"
+FAST = {"correctness_trials": 2, "timing_budget_s": 0.3, "warmup": 1, "min_samples": 4,
+        "max_samples": 8, "timeout_s": 180.0}
+
+
+def _job(problem: str, candidate: str) -> Job:
+    return Job(problem_source=problem, candidate_source=candidate, device="cpu", **FAST)
+
+
+def _exploit(name: str, problem: str = "matmul_relu.py") -> Job:
+    return _job((EXPLOITS / "problems" / problem).read_text(),
+                (EXPLOITS / "candidates" / f"{name}.py").read_text())
+
+
+def test_the_reference_is_computed_where_the_candidate_never_ran() -> None:
+    # a global forward hook zeroes every module's output in the candidate's process: had the
+    # reference run there, the candidate's zeros would match it
+    result = evaluate(_exploit("forward_hook_reference"))
+    assert result.status == "incorrect" and result.reward == 0.0, result.message
+
+
+def test_a_forged_worker_report_earns_nothing() -> None:
+    result = evaluate(_exploit("forged_report"))
+    assert result.status != "ok" and result.reward == 0.0 and result.speedup is None
+    assert "no_worker_report" in {f.code for f in result.flags}
+
+
+def test_mutation_in_a_timed_round_is_caught() -> None:
+    result = evaluate(_exploit("mutation_timed_only", "elementwise.py"))
+    assert result.status == "rejected" and result.reward == 0.0
+    assert all(t.ok for t in result.trials)  # honest during the trials
+    flag = next(f for f in result.flags if f.code == "input_mutation")
+    assert "input #0 in place" in flag.reason
+
+
+def test_precision_parity_fields_on_cpu() -> None:
+    body = LINEAR_PROBLEM.replace("class Model(", "torch.set_float32_matmul_precision('medium')"
+                                  "\n\n\nclass ModelNew(")
+    result = evaluate(_job(LINEAR_PROBLEM, body.split("batch = ")[0]))
+    assert result.status == "ok", result.message
+    assert result.precision["candidate"] == "tf32" and result.precision["reference"] == "tf32"
+    assert "float32_matmul_precision" in result.precision["settings"]
+    assert result.speedup_strict is not None and result.speedup is not None
+    assert "reference_matched" in result.timing
+
+
+def test_scaled_tolerance_fails_a_fast_exp_on_tiny_outputs() -> None:
+    x = torch.randn(4, 65536)
+    ref = torch.softmax(x, 1)
+    e = torch.exp((x - x.max(1, keepdim=True).values).bfloat16()).float()
+    fast = e / e.sum(1, keepdim=True)
+    assert bool(((fast - ref).abs() <= 1e-4 + 1e-4 * ref.abs()).all())  # a fixed atol passed it
+    assert not compare_outputs(ref, fast, "strict").ok
+    assert compare_outputs(ref, ref * (1 + 1e-6), "strict").ok
+
+
+def test_wall_clock_cross_check_flags_hidden_work_and_charges_it() -> None:
+    referee = [Burst([1.0] * 4, 4.0 + 4 * 0.2 + d) for d in (0.0, 0.01, 0.02)]
+    cal = calibrate(referee)
+    honest = [Burst([0.5] * 4, 2.0 + 4 * 0.2)]
+    hiding = [Burst([0.1] * 4, 0.4 + 4 * (0.2 + 0.9))]  # 0.9 ms per call outside the timer
+    forged = [Burst([5.0] * 4, 3.0)]
+    assert cross_check(honest, cal) == []
+    assert [f.code for f in cross_check(hiding, cal)] == ["timing_unaccounted"]
+    assert [f.code for f in cross_check(forged, cal)] == ["timing_implausible"]
+    assert candidate_means(hiding, cal)[0] > 0.9  # the hidden work counts in the speedup
+    assert candidate_means(honest, cal)[0] == pytest.approx(0.5)
+
+
+def test_a_slowed_reference_withholds_the_speedup() -> None:
+    ev = Evidence(trials=[TrialReport(0, True)], timed=True,
+                  alone=[Burst([1.0, 1.01, 0.99, 1.0], 4.4)] * 3,
+                  reference=[Burst([2.0, 2.1, 1.9, 2.0], 8.4)] * 3,
+                  candidate=[Burst([1.0, 1.0, 1.0, 1.0], 4.4)] * 3)
+    job = _job(LINEAR_PROBLEM, "")
+    result = verdict.decide(job, Outcome(returncode=0), None, ev)
+    assert "reference_slowed" in {f.code for f in result.flags}
+    assert result.speedup is None and result.reward == 0.0 and result.status != "ok"
+
+
+def test_shared_files_round_trip(tmp_path: Path) -> None:
+    value = torch.randn(3, 5)
+    mine, desc = export(value, tmp_path, torch.device("cpu"))
+    theirs = open_shared(desc, torch.device("cpu"))
+    assert torch.equal(theirs, value)
+    theirs.mul_(2)  # the worker's writes are the referee's view
+    assert torch.equal(mine, value * 2)
+    assert open_shared(export(7, tmp_path, torch.device("cpu"))[1], torch.device("cpu")) == 7
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_ipc_round_trip_across_processes(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    value = torch.arange(12, dtype=torch.float32, device="cuda").view(3, 4)
+    mine, desc = export(value, tmp_path, torch.device("cuda"))
+    torch.cuda.synchronize()
+    code = ("import json,sys,torch\nfrom evaluator.tensor_exchange import open_shared\n"
+            "t=open_shared(json.loads(sys.argv[1]),torch.device('cuda'))\n"
+            "print(float(t.sum())); t.mul_(2); torch.cuda.synchronize()")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(desc)], cwd=root,
+                         capture_output=True, text=True, timeout=120, check=True)
+    assert float(out.stdout.strip()) == 66.0
+    assert torch.equal(mine, value * 2)
