@@ -255,6 +255,7 @@ def test_problem_module_edits_detected(tmp_path: Path) -> None:
     assert spec is not None and spec.loader is not None
     problem = importlib.util.module_from_spec(spec)
     sys.modules["problem_under_tmp"] = problem
+    snapshots.watch_problem_module("problem_under_tmp")
     try:
         spec.loader.exec_module(problem)
         before = integrity.snapshot_globals()
@@ -263,7 +264,32 @@ def test_problem_module_edits_detected(tmp_path: Path) -> None:
         found = codes(integrity.diff_globals(before, integrity.snapshot_globals()))
     finally:
         del sys.modules["problem_under_tmp"]
+        snapshots.PROBLEM_MODULE_NAMES.discard("problem_under_tmp")
     assert {"patched_problem_under_tmp.M", "patched_problem_under_tmp.Model.forward"} <= found
+
+
+def test_modules_under_tmp_are_not_the_problem(tmp_path: Path) -> None:
+    """A library in a venv under /tmp (numpy's NAN) is not the problem's constants."""
+    path = tmp_path / "library_under_tmp.py"
+    path.write_text("NAN = float('nan')\nSIZE = 3\n")
+    spec = importlib.util.spec_from_file_location("library_under_tmp", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["library_under_tmp"] = module
+    try:
+        spec.loader.exec_module(module)
+        snapshot = integrity.snapshot_globals()
+        assert not any(key.startswith("library_under_tmp.") for key in snapshot.values)
+        assert integrity.diff_globals(snapshot, integrity.snapshot_globals()) == []
+    finally:
+        del sys.modules["library_under_tmp"]
+
+
+def test_nan_constants_equal_themselves() -> None:
+    assert snapshots.same_constant(float("nan"), float("nan"))
+    assert snapshots.same_constant((1, float("nan")), (1, float("nan")))
+    assert not snapshots.same_constant(1.0, float("nan"))
+    assert not snapshots.same_constant(1, True)
 
 
 def test_replaced_code_object_detected() -> None:
