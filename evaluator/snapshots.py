@@ -20,12 +20,14 @@ import time
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 import torch.utils._device
 
+from evaluator import native_state
 from evaluator.schema import Flag
 
 _DATA = (int, float, str, bytes, bool, type(None), tuple, frozenset, torch.dtype)
@@ -37,6 +39,7 @@ class GlobalsSnapshot:
     objects: dict[str, Any] = field(default_factory=dict, repr=False)
     classes: set[str] = field(default_factory=set)  # namespaces that are classes
     values: dict[str, Any] = field(default_factory=dict)  # the problem module's constants
+    native: dict[str, Any] = field(default_factory=dict)  # see evaluator.native_state
 
 
 @dataclass
@@ -141,7 +144,24 @@ def snapshot_globals() -> GlobalsSnapshot:
                 ids[f"{key}.__code__"], objects[f"{key}.__code__"] = id(code), code
     values = {f"{name}.{k}": v for name, module in problems
               for k, v in list(vars(module).items()) if not k.startswith("__") and _constant(v)}
-    return GlobalsSnapshot(ids, objects, classes, values)
+    for _, module in problems:
+        _watch_ops_of(module)
+    return GlobalsSnapshot(ids, objects, classes, values, native_state.snapshot())
+
+
+_SCANNED: set[str] = set()
+
+
+def _watch_ops_of(problem: Any) -> None:
+    """The aten ops a problem's source names join the watched dispatcher entries (once)."""
+    path = getattr(problem, "__file__", None)
+    if not isinstance(path, str) or path in _SCANNED:
+        return
+    _SCANNED.add(path)
+    try:
+        native_state.watch_ops_in_source(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return
 
 
 def diff_globals(before: GlobalsSnapshot, after: GlobalsSnapshot) -> list[Flag]:
@@ -163,6 +183,7 @@ def diff_globals(before: GlobalsSnapshot, after: GlobalsSnapshot) -> list[Flag]:
         if not same_constant(now, value):
             flags.append(Flag(f"patched_{key}", f"`{key}` changed from {value!r} to {now!r}: "
                               "the problem's constants are not the candidate's to change"))
+    flags += native_state.diff(before.native, after.native)
     for key in after.ids.keys() - before.ids.keys():
         owner, _, name = key.rpartition(".")
         if owner in before.classes and not key.endswith(".__code__"):
