@@ -120,6 +120,18 @@ def check_sessions_dir(effective: EffectiveSettings) -> Check:
                  "set sessions_dir in the config or pass --sessions-dir")
 
 
+def check_sandbox() -> Check:
+    """Which OS sandbox layers an evaluator child gets here, measured in a throwaway process."""
+    from evaluator.sandbox_layers import probe
+
+    confined, detail = probe()
+    if confined:
+        return Check("sandbox", "ok", detail)
+    return Check("sandbox", "warn", detail, "candidates still run under the evaluator's guard, "
+                 "but without a read-only file system: use a kernel with landlock (5.13+), "
+                 "allow unprivileged user namespaces, or install bubblewrap")
+
+
 def _cuda_home_nvcc() -> list[str]:
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
     return ["nvcc", os.path.join(home, "bin", "nvcc")]
@@ -138,4 +150,5 @@ def run_checks(effective: EffectiveSettings) -> list[Check]:
         check_endpoint(effective),
         check_config(effective),
         check_sessions_dir(effective),
+        check_sandbox(),
     ]

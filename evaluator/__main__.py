@@ -22,6 +22,9 @@ from typing import Any
 
 
 def _child(args: argparse.Namespace) -> None:
+    from evaluator.startup_check import child_start
+
+    child_start(args.job)  # refuse a tampered interpreter, run site, OS sandbox (helper B)
     from evaluator.sandbox import Limits, apply_limits
 
     apply_limits(Limits.from_arg(args.limits))

@@ -1,17 +1,16 @@
 """The runtime watch over candidate code inside the worker: audit hook, threads, streams.
 
-Attribution: an event is the candidate's when the first frame outside the standard library,
-walking out from where the event was raised, belongs to a file that is neither the standard
-library, site-packages (torch, triton, ninja...) nor this package. So ``load_inline`` running the
-compiler, Triton calling ``ptxas`` or inductor starting compile threads are the libraries' own
-business, while ``subprocess.run`` or ``threading.Thread(...).start()`` written in the candidate
-(or in code it generated) are the candidate's. Frame grabs are judged on the direct caller
-(stdlib helpers such as ``namedtuple`` and ``logging`` read their caller's frame all the time),
-except through ``inspect``/``traceback``, which are followed to the code that asked.
+Attribution is by origin (``evaluator.origin``): an event is the candidate's when the first
+frame outside the standard library is candidate code (its module, code it compiled, files under
+its own dirs), or when a library on top was only relaying for candidate code below it (handed
+``gc.get_referrers`` to call). A library doing its own work for the candidate (``load_inline``
+running the compiler, Triton calling ``ptxas``, inductor starting compile threads) is its own
+business. Frame grabs by stdlib helpers (``namedtuple``, ``logging``) are bookkeeping, except
+through ``inspect``/``traceback``, which are followed to the code that asked.
 
-Before ``lock_down()`` the candidate's events are recorded; afterwards they are also refused
-(the audited call raises ``PermissionError``). Audit hooks cannot be removed: ``close()`` only
-disarms this one (tests install and close guards in one process).
+Candidate events are refused from the moment the guard is installed (the audited call raises
+``PermissionError``) and recorded. Audit hooks cannot be removed: ``close()`` only disarms this
+one (tests install and close guards in one process).
 """
 
 from __future__ import annotations
@@ -20,16 +19,15 @@ import _thread
 import functools
 import os
 import sys
-import sysconfig
 import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Iterable
-from functools import cache
-from pathlib import Path
 from types import FrameType
-from typing import Any, Literal
+from typing import Any
 
+from evaluator import confine
+from evaluator.origin import FILE_EVENTS, Blame, Origins, culprit
 from evaluator.schema import Flag, Severity
 
 _PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
@@ -40,94 +38,20 @@ _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_bac
 _GC_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"})
 _TRACE_EVENTS = frozenset({"sys.settrace", "sys.setprofile", "sys.addaudithook",
                            "sys.monitoring.register_callback"})
-_PATH_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod",
-                          "os.link", "os.symlink", "shutil.rmtree", "shutil.move", "os.chown"})
+_PATH_EVENTS = FILE_EVENTS - {"open"}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-# stdlib helpers that hand frames to their caller: followed to the code that asked. Traceback
-# formatting reads ``tb_frame`` for everyone, so only its frame grabs (walk_stack) are followed.
-_FOLLOW_GRAB = ("inspect.py", "traceback.py")
-_FOLLOW_ATTR = ("inspect.py",)
-_PACKAGE_DIR = str(Path(__file__).resolve().parent)
 
 Event = tuple[str, Severity, str]  # (flag code, severity, what happened)
-
-
-@cache
-def _stdlib_roots() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    roots = {paths["stdlib"], paths["platstdlib"]}
-    return tuple(sorted(os.path.realpath(r) + os.sep for r in roots))
-
-
-@cache
-def _trusted_roots() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    roots = {paths["purelib"], paths["platlib"], _PACKAGE_DIR}
-    roots |= {p for p in sys.path if p.rstrip(os.sep).endswith(("site-packages", "dist-packages"))}
-    torch_mod = sys.modules.get("torch")
-    if torch_mod is not None and getattr(torch_mod, "__file__", None):
-        roots.add(os.path.dirname(os.path.dirname(str(torch_mod.__file__))))
-    return tuple(sorted(os.path.realpath(r) + os.sep for r in roots if r))
-
-
-@cache
-def _is_stdlib(filename: str) -> bool:
-    if filename.startswith("<frozen"):
-        return True
-    real = os.path.realpath(filename)
-    return real.startswith(_stdlib_roots()) and "-packages" + os.sep not in real
-
-
-@cache
-def _is_trusted(filename: str) -> bool:
-    return _is_stdlib(filename) or os.path.realpath(filename).startswith(_trusted_roots())
-
-
-def _first_non_stdlib(frame: FrameType | None) -> FrameType | None:
-    while frame is not None and _is_stdlib(frame.f_code.co_filename):
-        frame = frame.f_back
-    return frame
-
-
-Blame = Literal["first", "grab", "attr", "direct"]
-
-
 _BLAME: dict[str, Blame] = {"frame_access": "grab", "forged_filename": "direct"}
-
-
-def culprit(frame: FrameType | None, *, blame: Blame = "first",
-            extra_trusted: tuple[str, ...] = ()) -> FrameType | None:
-    """The candidate frame responsible for an event raised with ``frame`` as direct caller.
-
-    ``first``: the first frame outside the stdlib decides. ``grab``/``attr`` (frame grabs,
-    frame attributes): stdlib callers are bookkeeping, except the helpers that hand frames out,
-    which are followed. ``direct``: only the direct caller counts (compile and code
-    construction, which importlib does for everyone).
-    """
-    if frame is None:
-        return None
-
-    def trusted(f: FrameType) -> bool:
-        name = f.f_code.co_filename
-        return _is_trusted(name) or os.path.realpath(name).startswith(extra_trusted)
-
-    filename = frame.f_code.co_filename
-    if blame == "direct":
-        return None if trusted(frame) else frame
-    follow = _FOLLOW_GRAB if blame == "grab" else _FOLLOW_ATTR
-    if blame in ("grab", "attr") and _is_stdlib(filename) and not filename.endswith(follow):
-        return None  # stdlib bookkeeping (namedtuple, logging, typing, enum, tracebacks)
-    first = _first_non_stdlib(frame)
-    if first is None or trusted(first):
-        return None
-    return first
+_COMPILE_EVENTS = frozenset({"compile", "exec", "code.__new__"})
 
 
 def _where(frame: FrameType) -> str:
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-def _classify(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> Event | None:
+def _classify(event: str, args: tuple[Any, ...], allowed: tuple[str, ...],
+              origins: Origins) -> Event | None:
     """What an audit event means, or None when it is of no interest (the fast path)."""
     if event in _PROCESS_EVENTS:
         return "process_spawned", "reject", f"starts a process or sends a signal ({event})"
@@ -144,7 +68,8 @@ def _classify(event: str, args: tuple[Any, ...], allowed: tuple[str, ...]) -> Ev
         return "tracing", "reject", f"installs a trace, profile or audit hook ({event})"
     if event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__":
         return "patching", "reject", "replaces a function's code object"
-    if event in ("compile", "code.__new__") and len(args) > 1 and _library_name(args[1]):
+    if event in ("compile", "code.__new__") and len(args) > 1 and \
+            origins.claims_other_file(args[1]):
         return "forged_filename", "reject", (f"makes code that claims to be library code "
                                              f"({args[1]!r}), to pass for trusted frames")
     if event == "open":
@@ -168,12 +93,6 @@ def _classify_open(args: tuple[Any, ...], allowed: tuple[str, ...]) -> Event | N
     return None
 
 
-def _library_name(filename: Any) -> bool:
-    if isinstance(filename, bytes):
-        filename = os.fsdecode(filename)
-    return isinstance(filename, str) and not filename.startswith("<") and _is_trusted(filename)
-
-
 def _inside(path: Any, roots: tuple[str, ...]) -> bool:
     if not isinstance(path, str | bytes | os.PathLike):
         return True
@@ -185,10 +104,15 @@ class Guard:
     """Runtime watch installed before the candidate runs (audit hook, threads, streams)."""
 
     def __init__(self, allowed_write_dirs: Iterable[str] = (),
-                 trusted_dirs: Iterable[str] = ()) -> None:
-        dirs = [tempfile.gettempdir(), *allowed_write_dirs]
+                 trusted_dirs: Iterable[str] = (), *,
+                 candidate_paths: Iterable[str] = ()) -> None:
+        own = [*allowed_write_dirs]
+        dirs = [tempfile.gettempdir(), *own]
         self._allowed = tuple(os.path.realpath(d) + os.sep for d in dirs)
-        self._extra_trusted = tuple(os.path.realpath(d) + os.sep for d in trusted_dirs)
+        paths = [*candidate_paths]
+        self.origins = Origins(dirs=own + [p for p in paths if os.path.isdir(p)],
+                               files=[p for p in paths if not os.path.isdir(p)],
+                               never=trusted_dirs)
         self._flags: dict[tuple[str, str], Flag] = {}
         self._active = True
         self._local = threading.local()
@@ -228,6 +152,9 @@ class Guard:
         """Everything seen so far, and every library or harness function replaced since the
         guard was installed (import-time patches included: the worker dedupes repeats)."""
         flags = list(self._flags.values())
+        confinement = confine.current()
+        if confinement is not None:
+            flags.append(Flag("sandbox", confinement.summary(), "info"))
         flags += self._live_threads()
         flags += self._stream_flags()
         if self._baseline is not None:
@@ -260,19 +187,22 @@ class Guard:
         if severity == "reject":
             raise PermissionError(f"blocked by the evaluator: the candidate {reason}")
 
-    def _blame(self, frame: FrameType | None, blame: Blame = "first") -> FrameType | None:
+    def _blame(self, frame: FrameType | None, blame: Blame = "first", event: str = "",
+               args: tuple[Any, ...] = ()) -> FrameType | None:
         if getattr(self._local, "busy", False):
             return None
         self._local.busy = True
         try:
-            return culprit(frame, blame=blame, extra_trusted=self._extra_trusted)
+            return culprit(frame, self.origins, blame=blame, event=event, args=args)
         finally:
             self._local.busy = False
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
         if not self._active or getattr(self._local, "busy", False):
             return
-        meaning = _classify(event, args, self._allowed)
+        if event in _COMPILE_EVENTS:
+            self._note_compiled(event, args)
+        meaning = _classify(event, args, self._allowed, self.origins)
         if meaning is None:
             return
         code, severity, what = meaning
@@ -282,9 +212,23 @@ class Guard:
         finally:
             self._local.busy = False
         blame = "attr" if event == "object.__getattr__" else _BLAME.get(code, "first")
-        frame = self._blame(caller, blame)
+        frame = self._blame(caller, blame, event, args)
         if frame is not None:
             self._record(code, severity, what, frame)
+
+    def _note_compiled(self, event: str, args: tuple[Any, ...]) -> None:
+        """Code the candidate compiles itself is candidate code, whatever it calls its file."""
+        self._local.busy = True
+        try:
+            caller = sys._getframe(2)
+            if not self.origins.is_candidate(caller.f_code.co_filename):
+                return
+            if event == "exec":
+                self.origins.note_compiled(getattr(args[0] if args else None, "co_filename", None))
+            elif len(args) > 1 and not self.origins.claims_other_file(args[1]):
+                self.origins.note_compiled(args[1])  # a forged name is refused, not adopted
+        finally:
+            self._local.busy = False
 
     # -- threads ---------------------------------------------------------------------------
     def _wrap_thread_start(self) -> None:
@@ -301,7 +245,8 @@ class Guard:
         guard = self
 
         def start(function: Any, *args: Any, **kwargs: Any) -> Any:
-            frame = guard._blame(sys._getframe(1)) if guard._active else None
+            frame = guard._blame(sys._getframe(1), event="thread.start",
+                                 args=(function,)) if guard._active else None
             if frame is not None:
                 guard._record("thread_spawned", "reject", "starts a thread (work can finish "
                               "after the timer stops)", frame)
@@ -345,7 +290,8 @@ class Guard:
         guard = self
 
         def new(cls: type, *args: Any, **kwargs: Any) -> Any:
-            frame = guard._blame(sys._getframe(1)) if guard._active else None
+            frame = guard._blame(sys._getframe(1), event="cuda.stream") if guard._active \
+                else None
             if frame is not None:
                 sink.append(_where(frame))
             return original(cls, *args, **kwargs)
@@ -363,5 +309,6 @@ class Guard:
                      "per-stream timing")]
 
 
-def install(allowed_write_dirs: Iterable[str] = (), trusted_dirs: Iterable[str] = ()) -> Guard:
-    return Guard(allowed_write_dirs, trusted_dirs)
+def install(allowed_write_dirs: Iterable[str] = (), trusted_dirs: Iterable[str] = (), *,
+            candidate_paths: Iterable[str] = ()) -> Guard:
+    return Guard(allowed_write_dirs, trusted_dirs, candidate_paths=candidate_paths)

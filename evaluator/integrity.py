@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from evaluator import confine
 from evaluator.guard import Guard
 from evaluator.guard import install as _install
 from evaluator.schema import Flag
@@ -57,11 +58,20 @@ _INPUT_FUNCTIONS = ("get_inputs", "get_init_inputs")
 
 
 def install_guards(allowed_write_dirs: Iterable[str] = (),
-                   trusted_dirs: Iterable[str] = ()) -> Guard:
+                   trusted_dirs: Iterable[str] = (), *,
+                   candidate_paths: Iterable[str] = ()) -> Guard:
     """Start watching: audit hook (processes, sockets, ctypes, frames, gc, file writes),
-    thread starts and CUDA stream creation by candidate code. The temp dir is always writable;
-    ``trusted_dirs`` adds library locations beyond the stdlib, site-packages and this package."""
-    return _install(allowed_write_dirs, trusted_dirs)
+    thread starts and CUDA stream creation by candidate code. The temp dir is always writable.
+
+    Candidate code, by origin: files under ``allowed_write_dirs`` (its build dir and workdir),
+    under the child's private temp dir, and ``candidate_paths`` (files or dirs), plus code it
+    compiles itself. ``trusted_dirs`` are library dirs that are never candidate code even when
+    they lie inside those. In an evaluator child whose OS sandbox lets a process narrow its
+    writable dirs further (landlock), the writes are narrowed to these dirs here, too."""
+    own = [*allowed_write_dirs]
+    candidate = [*candidate_paths, *confine.private_dirs()]
+    confine.narrow_writes(own)
+    return _install(own, trusted_dirs, candidate_paths=candidate)
 
 
 # -- the candidate's module namespace ---------------------------------------------------------

@@ -22,12 +22,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evaluator import channel
+from evaluator import channel, startup_check
+from evaluator.sandbox_layers import outer_sandbox, sandbox_dirs
 
 ProgressFn = Callable[[str, int, int, str], None]
 WARM_IDLE_S = 900.0  # an unused warm child exits after this long
@@ -205,13 +206,15 @@ class Child:
     """
 
     def __init__(self, mode: str, limits: Limits, *, job_text: str | None = None,
-                 warm_device: str = "", talk: bool = False) -> None:
+                 warm_device: str = "", talk: bool = False,
+                 writable: Sequence[str] = ()) -> None:
         self.mode, self.limits = mode, limits
         # talk: a socket for the parent's request/reply protocol (evaluator.protocol)
         self.talk: socket.socket | None = None
         self._talk_wanted = talk
         self.root = Path(tempfile.mkdtemp(prefix="cudal1-eval-"))
         self._go_w: int | None = None
+        self._warm_device, self._extra_writable = warm_device, tuple(writable)
         try:
             self._start(job_text, warm_device)
         except BaseException:
@@ -220,11 +223,16 @@ class Child:
 
     def _start(self, job_text: str | None, warm_device: str) -> None:
         home, tmp = self.root / "home", self.root / "tmp"
-        home.mkdir()
-        tmp.mkdir()
+        home.mkdir(exist_ok=True)
+        tmp.mkdir(exist_ok=True)
         self.job_path = self.root / "job.json"
         if job_text is not None:
             self.job_path.write_text(job_text, encoding="utf-8")
+        env = scrub_env(dict(os.environ), home=home, tmpdir=tmp)
+        self.writable = sandbox_dirs(self.root, job_text, self._extra_writable)
+        prefix, layers = outer_sandbox(self.writable)
+        startup_check.write_config(self.root, writable=self.writable, private=[str(self.root)],
+                                   layers=layers, python_path=env.get("PYTHONPATH", ""))
         self.key = channel.new_key()
         self._result_r, result_w = os.pipe()
         self._progress_r, progress_w = os.pipe()
@@ -233,7 +241,8 @@ class Child:
         os.close(key_w)
         child_fds = [result_w, progress_w, key_r]
         argv = [
-            sys.executable, "-m", "evaluator", "_child", self.mode, str(self.job_path),
+            *prefix, sys.executable, "-S", "-m", "evaluator", "_child", self.mode,
+            str(self.job_path),
             "--result-fd", str(result_w), "--progress-fd", str(progress_w),
             "--key-fd", str(key_r), "--limits", self.limits.to_arg(),
         ]
@@ -253,7 +262,7 @@ class Child:
             try:
                 self.proc = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=tmp,
-                    env=scrub_env(dict(os.environ), home=home, tmpdir=tmp),
+                    env=env,
                     pass_fds=tuple(child_fds), start_new_session=True,
                 )
             finally:
@@ -269,6 +278,8 @@ class Child:
         """Release the child (writing the job first, and sending ``limits``, when it started
         warm) and wait for it."""
         try:
+            if self._go_w is not None and not self._covers(job_text):
+                self._restart_cold(job_text)
             if self._go_w is not None:
                 self.limits = limits or self.limits
                 self.job_path.write_text(job_text or "", encoding="utf-8")
@@ -280,11 +291,20 @@ class Child:
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def discard(self) -> None:
-        """Kill an unused (warm) child and clean up."""
+    def _covers(self, job_text: str | None) -> bool:
+        """Does this warm child's sandbox let it write where the job builds?"""
+        return set(sandbox_dirs(self.root, job_text, self._extra_writable)) <= \
+            set(self.writable)
+
+    def _restart_cold(self, job_text: str | None) -> None:
+        """The job builds outside the dirs this warm child may write: start a cold one."""
+        self._kill()
+        self._go_w = None
+        self._start(job_text, "")
+
+    def _kill(self) -> None:
         if self._go_w is not None:
             os.close(self._go_w)
-            self._go_w = None
         _kill_group(self.proc.pid)
         self.proc.wait()
         if self.talk is not None:
@@ -292,6 +312,11 @@ class Child:
         for fd in (self._result_r, self._progress_r):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    def discard(self) -> None:
+        """Kill an unused (warm) child and clean up."""
+        self._kill()
+        self._go_w = None
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _wait_for(self, timeout_s: float, cancel: threading.Event | None,

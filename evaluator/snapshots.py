@@ -11,23 +11,23 @@ from __future__ import annotations
 
 import _thread
 import builtins
-import functools
 import math
 import os
 import random
 import sys
-import tempfile
 import threading
 import time
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 import torch.utils._device
 
+from evaluator import native_state
 from evaluator.schema import Flag
 
 _DATA = (int, float, str, bytes, bool, type(None), tuple, frozenset, torch.dtype)
@@ -39,6 +39,7 @@ class GlobalsSnapshot:
     objects: dict[str, Any] = field(default_factory=dict, repr=False)
     classes: set[str] = field(default_factory=set)  # namespaces that are classes
     values: dict[str, Any] = field(default_factory=dict)  # the problem module's constants
+    native: dict[str, Any] = field(default_factory=dict)  # see evaluator.native_state
 
 
 @dataclass
@@ -80,21 +81,21 @@ def _harness_modules() -> list[tuple[str, Any]]:
             if m is not None and (name == "evaluator" or name.startswith("evaluator."))]
 
 
+# The problem module as the harness names it; tests and other loaders add theirs.
+PROBLEM_MODULE_NAMES: set[str] = {"cudal1_reference_problem"}
+
+
+def watch_problem_module(name: str) -> None:
+    """Treat ``sys.modules[name]`` as a problem module: its constants, functions and classes
+    belong to the problem, and a candidate may not change them."""
+    PROBLEM_MODULE_NAMES.add(name)
+
+
 def _problem_modules() -> list[tuple[str, Any]]:
-    """Modules loaded from the temp dir before the candidate: the problem file, whose sizes,
-    ``get_inputs`` and ``Model`` the harness uses (a candidate may not edit them)."""
-    tmp = _realpath(tempfile.gettempdir()) + os.sep
-    found = []
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str) and _realpath(path).startswith(tmp):
-            found.append((name, module))
-    return found
-
-
-@functools.lru_cache(maxsize=8192)
-def _realpath(path: str) -> str:
-    return os.path.realpath(path)
+    """The problem module(s), by identity (the names the harness loads them under), never by
+    where files lie: a virtual environment under /tmp holds libraries, not problems."""
+    return [(name, sys.modules[name]) for name in sorted(PROBLEM_MODULE_NAMES)
+            if sys.modules.get(name) is not None]
 
 
 def _constant(value: Any) -> bool:
@@ -143,7 +144,24 @@ def snapshot_globals() -> GlobalsSnapshot:
                 ids[f"{key}.__code__"], objects[f"{key}.__code__"] = id(code), code
     values = {f"{name}.{k}": v for name, module in problems
               for k, v in list(vars(module).items()) if not k.startswith("__") and _constant(v)}
-    return GlobalsSnapshot(ids, objects, classes, values)
+    for _, module in problems:
+        _watch_ops_of(module)
+    return GlobalsSnapshot(ids, objects, classes, values, native_state.snapshot())
+
+
+_SCANNED: set[str] = set()
+
+
+def _watch_ops_of(problem: Any) -> None:
+    """The aten ops a problem's source names join the watched dispatcher entries (once)."""
+    path = getattr(problem, "__file__", None)
+    if not isinstance(path, str) or path in _SCANNED:
+        return
+    _SCANNED.add(path)
+    try:
+        native_state.watch_ops_in_source(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return
 
 
 def diff_globals(before: GlobalsSnapshot, after: GlobalsSnapshot) -> list[Flag]:
@@ -161,16 +179,29 @@ def diff_globals(before: GlobalsSnapshot, after: GlobalsSnapshot) -> list[Flag]:
         flags.append(Flag(f"patched_{name}", f"`{name}` {how} after the candidate ran: "
                           "monkeypatching changes what the reference or the clock does"))
     for key, value in before.values.items():
-        now = after.values.get(key, "<deleted or replaced>")
-        if now != value:
+        now = after.values.get(key, _MISSING)
+        if not same_constant(now, value):
             flags.append(Flag(f"patched_{key}", f"`{key}` changed from {value!r} to {now!r}: "
                               "the problem's constants are not the candidate's to change"))
+    flags += native_state.diff(before.native, after.native)
     for key in after.ids.keys() - before.ids.keys():
         owner, _, name = key.rpartition(".")
         if owner in before.classes and not key.endswith(".__code__"):
             flags.append(Flag(f"patched_{key}", f"`{key}` was added after the candidate ran: it "
                               "overrides an inherited method (monkeypatching)"))
     return _one_per_name(flags)
+
+
+_MISSING = "<deleted or replaced>"
+
+
+def same_constant(a: Any, b: Any) -> bool:
+    """Equal constants, where NaN equals NaN (``float("nan") != float("nan")``)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same_constant(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and bool(a == b)
 
 
 def _torch_wrapper(new: Any, old: Any) -> bool:

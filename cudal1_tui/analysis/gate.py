@@ -13,7 +13,14 @@ the evaluator restores global settings before timing the reference.
 
 from __future__ import annotations
 
-from cudal1_tui.analysis import cpp_sources, pymodule, rules_cuda, rules_problem, rules_python
+from cudal1_tui.analysis import (
+    cpp_sources,
+    pymodule,
+    rules_cuda,
+    rules_problem,
+    rules_python,
+    rules_sandbox,
+)
 from cudal1_tui.analysis import treesitter as ts
 from cudal1_tui.analysis.findings import Finding, dedupe
 
@@ -26,6 +33,7 @@ def check_candidate(candidate_source: str, problem_source: str) -> list[Finding]
     prob = pymodule.load(problem_source)
     findings = [*_syntax(cand), *rules_python.check(cand), *rules_problem.check(cand, prob)]
     sources = cpp_sources.extract(cand)
+    findings += rules_sandbox.check(cand, sources)
     stream_ok = rules_python.uses_cuda_graphs(cand)
     for f in rules_cuda.check(sources, rules_problem.is_fp32(prob)):
         if stream_ok and f.code == "side_stream":

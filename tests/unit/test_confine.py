@@ -1,0 +1,101 @@
+"""The OS sandbox layers, each applied in a throwaway subprocess (never in the test process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaluator import landlock, startup_check
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = """
+import json, os, socket, sys
+from evaluator import confine
+writable, layers = sys.argv[1], sys.argv[2]
+state = confine.apply([writable], private=[], layers=layers)
+out = {"summary": state.summary(), "layers": state.layers, "uid": os.getuid()}
+def attempt(path):
+    try:
+        with open(path, "w") as fh:
+            fh.write("x")
+        return "written"
+    except OSError as exc:
+        return exc.strerror
+out["inside"] = attempt(os.path.join(writable, "ok.txt"))
+out["outside"] = attempt(os.path.join(os.path.dirname(writable), "outside.txt"))
+try:
+    socket.create_connection(("127.0.0.1", 9), timeout=1)
+    out["tcp"] = "connected"
+except OSError as exc:
+    out["tcp"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+def _confined(tmp_path: Path, layers: str, python: str = sys.executable) -> dict[str, object]:
+    writable = tmp_path / "writable"
+    writable.mkdir()
+    os.chmod(tmp_path, 0o755)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([python, "-c", SCRIPT, str(writable), layers], capture_output=True,
+                          text=True, env=env, timeout=60, check=True)
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_landlock_allows_writes_only_in_the_given_dirs(tmp_path: Path) -> None:
+    if not landlock.abi_version()[0]:
+        pytest.skip(landlock.abi_version()[1])
+    found = _confined(tmp_path, "auto")
+    assert found["inside"] == "written"
+    assert found["outside"] != "written"
+    assert not (tmp_path / "outside.txt").exists()
+    assert "landlock" in str(found["summary"])
+    assert found["tcp"] != "connected"
+
+
+def test_mount_namespace_fallback(tmp_path: Path) -> None:
+    found = _confined(tmp_path, "mountns")
+    layers = found["layers"]
+    assert isinstance(layers, dict)
+    if "files" not in layers:
+        pytest.skip(f"no mount namespace here: {found['summary']}")
+    assert found["inside"] == "written"
+    assert found["outside"] != "written"
+
+
+def test_off_says_so(tmp_path: Path) -> None:
+    found = _confined(tmp_path, "off")
+    assert found["outside"] == "written"
+    assert "turned off" in str(found["summary"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the separate uid applies to root only")
+def test_root_drops_to_nobody_when_the_interpreter_is_readable(tmp_path: Path) -> None:
+    """The system Python (world-readable) shows the uid switch; an interpreter under /root
+    (this machine's pyenv) shows a clear reason instead."""
+    system = "/usr/bin/python3"
+    if not Path(system).exists():
+        pytest.skip("no system python3")
+    found = _confined(tmp_path, "auto", python=system)
+    summary = str(found["summary"])
+    if found["uid"] == 0:
+        assert "no separate uid" in summary and "not readable" in summary
+    else:
+        assert found["uid"] == 65534 and "nobody" in summary
+
+
+def test_startup_record_names_what_changed(tmp_path: Path) -> None:
+    (tmp_path / "a.pth").write_text("import os\n")
+    recorded = startup_check.record(str(tmp_path))  # site dirs and this "PYTHONPATH" dir
+    assert startup_check.differences(recorded) == []
+    (tmp_path / "a.pth").write_text("import evil\n")
+    (tmp_path / "sitecustomize.py").write_text("import evil\n")
+    problems = startup_check.differences(recorded)
+    assert any("a.pth was changed" in p for p in problems)
+    assert any("sitecustomize.py was added" in p for p in problems)
