@@ -24,6 +24,7 @@ from typing import Any
 from evaluator import precision, sandbox, warm
 from evaluator.protocol import Peer, PeerGone, read_int, read_metas, read_times
 from evaluator.report import Recheck
+from evaluator.sandbox_layers import writable_for
 from evaluator.schema import Flag, Job, TrialReport
 from evaluator.stats import median_rel_ci
 from evaluator.timing_checks import Burst
@@ -298,7 +299,8 @@ def output_message(metas: list[dict[str, Any]], info: dict[str, Any]) -> str:
 def spawn(mode: str, job: Job, limits: sandbox.Limits, text: str) -> Running:
     child = warm.take(mode, job.device, limits)
     if child is None:
-        child = sandbox.Child(mode, limits, job_text=text, talk=True)
+        child = sandbox.Child(mode, limits, job_text=text, talk=True,
+                              writable=writable_for(mode))
     if child.talk is None:
         child.discard()
         raise RuntimeError(f"the {mode} child has no talk socket")

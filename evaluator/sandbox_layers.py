@@ -44,6 +44,13 @@ def sandbox_dirs(root: Path, job_text: str | None, extra: Sequence[str] = ()) ->
     return [os.path.realpath(p) for p in dict.fromkeys(dirs)]
 
 
+def writable_for(mode: str) -> tuple[str, ...]:
+    """Extra dirs a child of ``mode`` may write. The referee (trusted: it never imports candidate
+    code) creates the exchange files inside the worker's private dir, so it may write under the
+    temp dir where every child's private dir lives."""
+    return (tempfile.gettempdir(),) if mode == "referee" else ()
+
+
 def requested_layers() -> str:
     value = os.environ.get("CUDAL1_SANDBOX", "auto").strip().lower()
     return value if value in ("auto", "mountns", "off") else "auto"

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 from evaluator.sandbox import Child, Limits, scrub_env
+from evaluator.sandbox_layers import writable_for
 
 enabled = True
 _MAX_IDLE = 4  # a run, a referee and a profile child per device, and one spare
@@ -56,7 +57,8 @@ def prepare(mode: str, device: str, limits: Limits) -> None:
         while len(_idle) >= _MAX_IDLE:
             stale.append(_idle.pop(next(iter(_idle))))
         with contextlib.suppress(OSError):  # no warm child: the next evaluation starts cold
-            _idle[kind] = Child(mode, limits, warm_device=device, talk=mode in TALKING)
+            _idle[kind] = Child(mode, limits, warm_device=device, talk=mode in TALKING,
+                                writable=writable_for(mode))
     for child in stale:
         child.discard()
 
