@@ -100,17 +100,21 @@ def _evaluate(node: ast.expr, env: dict[str, object]) -> object:
 
 
 def _inputs(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
+    """A candidate's own ``get_inputs``/``get_init_inputs`` never runs: the evaluator makes
+    inputs from the problem. Models often copy them into their reply; that is only noted."""
     theirs, mine = prob.functions(), cand.functions()
     for name in _INPUT_FUNCTIONS:
         if name not in mine:
             continue
         line = ts.line(mine[name])
         if name not in theirs:
-            yield Finding("own_inputs", f"defines `{name}`, which the problem does not: inputs "
-                          "belong to the problem", "reject", line)
+            how = "which the problem does not define"
         elif _tokens(mine[name]) != _tokens(theirs[name]):
-            yield Finding("own_inputs", f"defines its own `{name}`, different from the problem's: "
-                          "inputs and sizes belong to the problem", "reject", line)
+            how = "different from the problem's"
+        else:
+            how = "a copy of the problem's"
+        yield Finding("own_inputs", f"defines its own `{name}`, {how}: ignored (the evaluator "
+                      "makes inputs and sizes from the problem)", "info", line)
 
 
 def _tokens(func: Node) -> list[str]:
@@ -132,7 +136,9 @@ def _tokens(func: Node) -> list[str]:
 
 
 def _fallbacks(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
-    """``try: kernel(...) except: return torch.matmul(...)`` — the reference op as a safety net."""
+    """``try: kernel(...) except: return torch.matmul(...)``: the reference op as a safety net.
+    Harmless while the kernel works, so only warned about here; whether the fallback is taken
+    is seen at run time (``evaluator.profiling``: the reference's kernels doing the work)."""
     ref_calls, ref_methods = _reference_ops(prob)
     for node in ts.walk(cand.root):
         if node.type != "except_clause":
@@ -145,8 +151,10 @@ def _fallbacks(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
                 continue
             what = _fallback_call(cand, func, ref_calls, ref_methods)
             if what is not None:
-                yield Finding("reference_fallback", f"an `except` handler calls {what}: a failing "
-                              "kernel would fall back to the reference", "reject", ts.line(sub))
+                yield Finding("reference_fallback", f"an `except` handler calls {what}: if the "
+                              "kernel fails, the reference's op does the work (a warning here; "
+                              "the profile rejects a fallback that is taken)", "warn",
+                              ts.line(sub))
                 break
 
 
