@@ -218,6 +218,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("compare_gpu.json"))
     args = parser.parse_args()
     args.build_root = args.build_root or Path(tempfile.mkdtemp(prefix="compare-builds-"))
+    args.build_root.mkdir(parents=True, exist_ok=True)
     pairs = chosen(load_pairs(args.target), args.device, args.only, args.skip)
     if not pairs:
         raise SystemExit("no pairs left after --device/--only/--skip")

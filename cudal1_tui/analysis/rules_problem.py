@@ -29,7 +29,7 @@ _OPS: dict[type, Callable[..., object]] = {
 
 def check(cand: PyModule, prob: PyModule) -> list[Finding]:
     return [*_model_new(cand), *_model_use(cand), *_sizes(cand, prob), *_inputs(cand, prob),
-            *_fallbacks(cand, prob), *_precision(cand, prob)]
+            *_fallbacks(cand, prob), *_precision(cand, prob), *_mode_switch(cand, prob)]
 
 
 def _model_new(cand: PyModule) -> Iterator[Finding]:
@@ -221,3 +221,27 @@ def _precision(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
             yield Finding("precision", f"`{ts.text(node)}` on an fp32 problem: reduced precision "
                           "(the runtime tolerance decides whether it is acceptable)", "warn",
                           ts.line(node))
+
+
+def _mode_calls(mod: PyModule) -> Iterator[Node]:
+    """``x.eval()`` and ``x.train(False)`` calls."""
+    for node in ts.walk(mod.root):
+        func = node.child_by_field_name("function") if node.type == "call" else None
+        if func is None or func.type != "attribute":
+            continue
+        method = ts.text(func.child_by_field_name("attribute"))
+        args = ts.text(node.child_by_field_name("arguments")).replace(" ", "")
+        if (method == "eval" and args == "()") or (method == "train" and args == "(False)"):
+            yield node
+
+
+def _mode_switch(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
+    """The reference runs as constructed (training mode unless it switches itself): a
+    candidate that switches to eval mode changes what BatchNorm and Dropout compute."""
+    if next(_mode_calls(prob), None) is not None:
+        return
+    for node in _mode_calls(cand):
+        yield Finding("mode_switch", f"`{ts.text(node)}` puts the candidate in eval mode, while "
+                      "the reference runs in training mode: BatchNorm then uses running "
+                      "statistics and Dropout turns off (folding BatchNorm is only valid in "
+                      "eval mode)", "warn", ts.line(node))

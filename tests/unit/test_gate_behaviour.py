@@ -157,3 +157,49 @@ def test_profile_warns_when_a_declared_kernel_is_dead_code() -> None:
     other = [("cutlass_80_tensorop_gemm", 30.0, 1)]
     flag = fallback_flag(REF, other, {"fused_gemm_relu"})
     assert flag is not None and flag.severity == "warn" and flag.code == "custom_kernel_unused"
+
+
+BN_PROBLEM = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(8)
+            {switch}
+
+        def forward(self, x):
+            return self.bn(x)
+
+    def get_inputs():
+        return [torch.randn(4, 8)]
+
+    def get_init_inputs():
+        return []
+''')
+
+BN_CANDIDATE = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(8)
+            self.eval()
+
+        def forward(self, x):
+            return self.bn(x)
+''')
+
+
+def test_eval_mode_switch_warned_against_a_training_mode_reference() -> None:
+    findings = check_candidate(BN_CANDIDATE, BN_PROBLEM.format(switch="pass"))
+    assert by_code(findings).get("mode_switch") == "warn"
+    assert not rejected(findings)
+
+
+def test_eval_mode_matching_the_reference_is_silent() -> None:
+    findings = check_candidate(BN_CANDIDATE, BN_PROBLEM.format(switch="self.eval()"))
+    assert "mode_switch" not in by_code(findings)
