@@ -77,4 +77,26 @@ def summarize(reference: list[Kernel], candidate: list[Kernel], candidate_source
     if not candidate and reference:
         flags.append(Flag("no_gpu_work", "the candidate launched no GPU kernels at all, while "
                           "the reference launches some (cached or precomputed results?)"))
+    fallback = fallback_flag(reference, candidate, own)
+    if fallback is not None:
+        profile["fallback_taken"] = fallback.severity == "reject"
+        flags.append(fallback)
     return profile, flags
+
+
+def fallback_flag(reference: list[Kernel], candidate: list[Kernel], own: set[str]
+                  ) -> Flag | None:
+    """A candidate that declares kernels of its own (CUDA ``__global__``, Triton) none of which
+    ran: with only the reference's kernels doing the work its fallback was taken (rejected);
+    with other library kernels it is a PyTorch rewrite whose custom kernel is dead code (a
+    warning). Candidates that declare no kernels (CUDA graphs, cuDNN/TF32 flags, plain
+    PyTorch) may run exactly the reference's kernels honestly, so they are never judged here."""
+    if not own or not candidate or any(_is_own(k[0], own) for k in candidate):
+        return None
+    declared = ", ".join(sorted(own)[:5])
+    if {k[0] for k in candidate} <= {k[0] for k in reference}:
+        return Flag("fallback_taken", f"the candidate's own kernels ({declared}) never ran: "
+                    "the GPU time went to the reference's kernels only, so its fallback to "
+                    "the reference's ops was taken")
+    return Flag("custom_kernel_unused", f"the candidate's own kernels ({declared}) never ran; "
+                "library kernels did the work (a PyTorch-level rewrite)", "warn")

@@ -7,12 +7,13 @@ from typing import Literal
 
 from evaluator.schema import Flag
 
-GateSeverity = Literal["reject", "warn"]
+GateSeverity = Literal["reject", "warn", "info"]
 
 
 @dataclass(frozen=True)
 class Finding:
-    """A static-gate finding. ``reject`` findings stop the candidate before it runs."""
+    """A static-gate finding. ``reject`` findings stop the candidate before it runs; ``info``
+    notes say what the gate saw and ignored."""
 
     code: str
     reason: str

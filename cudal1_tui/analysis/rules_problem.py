@@ -29,7 +29,7 @@ _OPS: dict[type, Callable[..., object]] = {
 
 def check(cand: PyModule, prob: PyModule) -> list[Finding]:
     return [*_model_new(cand), *_model_use(cand), *_sizes(cand, prob), *_inputs(cand, prob),
-            *_fallbacks(cand, prob), *_precision(cand, prob)]
+            *_fallbacks(cand, prob), *_precision(cand, prob), *_mode_switch(cand, prob)]
 
 
 def _model_new(cand: PyModule) -> Iterator[Finding]:
@@ -100,17 +100,21 @@ def _evaluate(node: ast.expr, env: dict[str, object]) -> object:
 
 
 def _inputs(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
+    """A candidate's own ``get_inputs``/``get_init_inputs`` never runs: the evaluator makes
+    inputs from the problem. Models often copy them into their reply; that is only noted."""
     theirs, mine = prob.functions(), cand.functions()
     for name in _INPUT_FUNCTIONS:
         if name not in mine:
             continue
         line = ts.line(mine[name])
         if name not in theirs:
-            yield Finding("own_inputs", f"defines `{name}`, which the problem does not: inputs "
-                          "belong to the problem", "reject", line)
+            how = "which the problem does not define"
         elif _tokens(mine[name]) != _tokens(theirs[name]):
-            yield Finding("own_inputs", f"defines its own `{name}`, different from the problem's: "
-                          "inputs and sizes belong to the problem", "reject", line)
+            how = "different from the problem's"
+        else:
+            how = "a copy of the problem's"
+        yield Finding("own_inputs", f"defines its own `{name}`, {how}: ignored (the evaluator "
+                      "makes inputs and sizes from the problem)", "info", line)
 
 
 def _tokens(func: Node) -> list[str]:
@@ -132,7 +136,9 @@ def _tokens(func: Node) -> list[str]:
 
 
 def _fallbacks(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
-    """``try: kernel(...) except: return torch.matmul(...)`` — the reference op as a safety net."""
+    """``try: kernel(...) except: return torch.matmul(...)``: the reference op as a safety net.
+    Harmless while the kernel works, so only warned about here; whether the fallback is taken
+    is seen at run time (``evaluator.profiling``: the reference's kernels doing the work)."""
     ref_calls, ref_methods = _reference_ops(prob)
     for node in ts.walk(cand.root):
         if node.type != "except_clause":
@@ -145,8 +151,10 @@ def _fallbacks(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
                 continue
             what = _fallback_call(cand, func, ref_calls, ref_methods)
             if what is not None:
-                yield Finding("reference_fallback", f"an `except` handler calls {what}: a failing "
-                              "kernel would fall back to the reference", "reject", ts.line(sub))
+                yield Finding("reference_fallback", f"an `except` handler calls {what}: if the "
+                              "kernel fails, the reference's op does the work (a warning here; "
+                              "the profile rejects a fallback that is taken)", "warn",
+                              ts.line(sub))
                 break
 
 
@@ -213,3 +221,27 @@ def _precision(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
             yield Finding("precision", f"`{ts.text(node)}` on an fp32 problem: reduced precision "
                           "(the runtime tolerance decides whether it is acceptable)", "warn",
                           ts.line(node))
+
+
+def _mode_calls(mod: PyModule) -> Iterator[Node]:
+    """``x.eval()`` and ``x.train(False)`` calls."""
+    for node in ts.walk(mod.root):
+        func = node.child_by_field_name("function") if node.type == "call" else None
+        if func is None or func.type != "attribute":
+            continue
+        method = ts.text(func.child_by_field_name("attribute"))
+        args = ts.text(node.child_by_field_name("arguments")).replace(" ", "")
+        if (method == "eval" and args == "()") or (method == "train" and args == "(False)"):
+            yield node
+
+
+def _mode_switch(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
+    """The reference runs as constructed (training mode unless it switches itself): a
+    candidate that switches to eval mode changes what BatchNorm and Dropout compute."""
+    if next(_mode_calls(prob), None) is not None:
+        return
+    for node in _mode_calls(cand):
+        yield Finding("mode_switch", f"`{ts.text(node)}` puts the candidate in eval mode, while "
+                      "the reference runs in training mode: BatchNorm then uses running "
+                      "statistics and Dropout turns off (folding BatchNorm is only valid in "
+                      "eval mode)", "warn", ts.line(node))

@@ -6,13 +6,15 @@ from collections.abc import Iterator
 
 from tree_sitter import Node
 
-from cudal1_tui.analysis import rules_forward
+from cudal1_tui.analysis import rules_forward, temp_paths
 from cudal1_tui.analysis import rules_names as rn
 from cudal1_tui.analysis import treesitter as ts
 from cudal1_tui.analysis.findings import Finding
 from cudal1_tui.analysis.pymodule import PyModule, call_arguments
 
 _WRITE_MODES = frozenset("wax+")
+_TEMP_WRITE = ("writes into a temp dir of its own (fine: each evaluation has a private temp dir "
+               "and writes elsewhere are refused)")
 
 
 def check(mod: PyModule) -> list[Finding]:
@@ -74,18 +76,45 @@ def _is_binding_site(node: Node, parent: Node) -> bool:
 
 def _imports(mod: PyModule) -> Iterator[Finding]:
     rules = (*rn.NAME_RULES, *rn.IMPORT_RULES)
+    temp = temp_paths.temp_names(mod)
     for imp in mod.imports:
         for rule in rules:
-            if rule.matches(imp.module):
-                yield Finding(rule.code, f"imports `{imp.module}`: {rule.reason}", rule.severity,
-                              imp.line)
+            if not rule.matches(imp.module):
+                continue
+            if rule.code == "file_write" and _only_temp_uses(mod, imp.module, temp):
+                yield Finding("temp_write", f"imports `{imp.module}`, used only on its own temp "
+                              "dir", "warn", imp.line)
+            else:
+                yield Finding(rule.code, f"imports `{imp.module}`: {rule.reason}",
+                              rule.severity, imp.line)
 
 
 def _names(mod: PyModule) -> Iterator[Finding]:
+    temp = temp_paths.temp_names(mod)
     for name, node in references(mod):
         for rule in rn.NAME_RULES:
-            if rule.matches(name):
-                yield Finding(rule.code, f"`{name}`: {rule.reason}", rule.severity, ts.line(node))
+            if not rule.matches(name):
+                continue
+            if rule.code == "file_write" and _temp_call(mod, node, temp):
+                yield Finding("temp_write", f"`{name}` {_TEMP_WRITE}", "warn", ts.line(node))
+            else:
+                yield Finding(rule.code, f"`{name}`: {rule.reason}", rule.severity,
+                              ts.line(node))
+
+
+def _temp_call(mod: PyModule, func: Node, temp: set[str]) -> bool:
+    """``func(path, ...)`` is a call whose positional arguments are all temp-derived paths
+    (``shutil.copy(tmp, "/elsewhere")`` is not)."""
+    call = func.parent
+    if call is None or call.type != "call" or call.child_by_field_name("function") != func:
+        return False
+    args, _ = call_arguments(call)
+    return bool(args) and all(temp_paths.mentions_temp(mod, a, temp) for a in args)
+
+
+def _only_temp_uses(mod: PyModule, module: str, temp: set[str]) -> bool:
+    uses = [node for name, node in references(mod) if rn.matches(module, name)]
+    return bool(uses) and all(_temp_call(mod, node, temp) for node in uses)
 
 
 def _attributes(mod: PyModule) -> Iterator[Finding]:
@@ -164,6 +193,7 @@ def _assigned_value(target: Node) -> str:
 
 
 def _calls(mod: PyModule) -> Iterator[Finding]:
+    temp = temp_paths.temp_names(mod)
     for node in ts.walk(mod.root):
         if node.type != "call":
             continue
@@ -172,12 +202,16 @@ def _calls(mod: PyModule) -> Iterator[Finding]:
             continue
         name = mod.resolve(func) or ""
         attr = ts.text(func.child_by_field_name("attribute")) if func.type == "attribute" else ""
-        yield from _judge_call(mod, node, name, attr)
+        yield from _judge_call(mod, node, name, attr, temp)
 
 
-def _judge_call(mod: PyModule, call: Node, name: str, attr: str) -> Iterator[Finding]:
+def _judge_call(mod: PyModule, call: Node, name: str, attr: str,
+                temp: set[str]) -> Iterator[Finding]:
     line = ts.line(call)
     args, kwargs = call_arguments(call)
+    func = call.child_by_field_name("function")
+    target = args[0] if name == "builtins.open" and args else \
+        (func.child_by_field_name("object") if func is not None and attr else None)
     if name in ("builtins.setattr", "builtins.delattr") and args:
         base = mod.resolve_imported(args[0])
         if base is not None and any(rn.matches(ns, base) for ns in rn.PROTECTED) \
@@ -186,10 +220,14 @@ def _judge_call(mod: PyModule, call: Node, name: str, attr: str) -> Iterator[Fin
                           "library or timer", "reject", line)
     elif name == "builtins.vars" and args and _is_protected(mod, args[0]):
         yield Finding("patching", "reads a library's namespace through vars()", "reject", line)
-    elif name == "builtins.open" and _open_writes(args, kwargs):
-        yield Finding("file_write", "opens a file for writing", "reject", line)
-    elif attr in ("write_text", "write_bytes"):
-        yield Finding("file_write", f"`.{attr}()` writes a file", "reject", line)
+    elif (name == "builtins.open" and _open_writes(args, kwargs)) or \
+            attr in ("write_text", "write_bytes"):
+        what = "opens a file for writing" if name == "builtins.open" \
+            else f"`.{attr}()` writes a file"
+        if temp_paths.mentions_temp(mod, target, temp):
+            yield Finding("temp_write", f"{what}: {_TEMP_WRITE}", "warn", line)
+        else:
+            yield Finding("file_write", what, "reject", line)
     elif name == "builtins.__import__" or name.endswith("import_module"):
         yield Finding("introspection", "imports a module dynamically, hidden from the gate",
                       "reject", line)

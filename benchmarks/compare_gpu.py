@@ -1,0 +1,265 @@
+"""Batch comparison: every (problem, candidate) pair through our evaluator AND an independent
+harness, in the same run, one row per pair.
+
+    PYTHONUNBUFFERED=1 PYTHONPATH=. python benchmarks/compare_gpu.py benchmarks/corpus/manifest.toml
+    python benchmarks/compare_gpu.py DIR            # DIR/*/problem.py + DIR/*/candidate.py
+    python benchmarks/compare_gpu.py MANIFEST --device cpu --only relu_ diag_   # a CPU dry run
+
+1. builds: ``evaluator.launch.build`` for every pair in a thread pool of min(16, cores)
+   (each build is its own sandboxed process), one build root per pair;
+2. as each build finishes (in pair order), ``evaluator.launch.evaluate`` on the device, then
+   ``benchmarks/independent_harness.py`` in a fresh ``python`` process (same build cache, same
+   ``TORCH_CUDA_ARCH_LIST``, so it compiles nothing either);
+3. a JSON file with one row per pair and a table; pairs per minute at the end.
+
+Needs only torch (+ triton on CUDA) and the repository on PYTHONPATH. The static gate's verdict
+is added per pair when ``cudal1_tui.analysis.gate`` imports (tree-sitter installed).
+On ``--device cpu`` problems run at their ``# cpu-sizes``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from evaluator.launch import build, evaluate  # noqa: E402
+from evaluator.schema import BuildOutcome, Job, Result  # noqa: E402
+
+HARNESS = Path(__file__).with_name("independent_harness.py")
+
+
+@dataclass
+class Pair:
+    name: str
+    problem: Path
+    candidate: Path
+    device: str = "any"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def load_pairs(target: Path) -> list[Pair]:
+    if target.is_file():
+        data = tomllib.loads(target.read_text(encoding="utf-8"))
+        return [Pair(p["name"], ROOT / p["problem"], ROOT / p["candidate"],
+                     p.get("device", "any"), p) for p in data.get("pair", [])]
+    if target.is_dir():
+        return [Pair(d.name, d / "problem.py", d / "candidate.py")
+                for d in sorted(target.iterdir()) if (d / "candidate.py").is_file()]
+    raise SystemExit(f"{target}: no such manifest or folder")
+
+
+def chosen(pairs: list[Pair], device: str, only: list[str], skip: list[str]) -> list[Pair]:
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    return [p for p in pairs if p.device in ("any", kind)
+            and (not only or any(o in p.name for o in only))
+            and not any(s in p.name for s in skip)]
+
+
+_CPU_SIZES = re.compile(r"#\s*cpu-sizes:\s*(.+)")
+
+
+def shrink_for_cpu(source: str) -> str:
+    """Rewrite ``NAME = <int>`` lines to the values named in ``# cpu-sizes:``."""
+    found = _CPU_SIZES.search(source)
+    if not found:
+        return source
+    for item in found.group(1).split(","):
+        name, _, value = item.strip().partition("=")
+        source = re.sub(rf"(?m)^{re.escape(name.strip())}\s*=\s*[\d_.eE]+\s*$",
+                        f"{name.strip()} = {value.strip()}", source)
+    return source
+
+
+def cuda_arch(device: str) -> str:
+    if not device.startswith("cuda"):
+        return ""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(torch.device(device))
+    return f"{major}.{minor}"
+
+
+def make_job(pair: Pair, problem_source: str, args: argparse.Namespace, arch: str) -> Job:
+    return Job(problem_source=problem_source,
+               candidate_source=pair.candidate.read_text(encoding="utf-8"),
+               device=args.device, job_id=pair.name, problem_name=pair.problem.stem,
+               correctness_trials=3, timing_budget_s=args.budget, warmup=2, min_samples=10,
+               max_samples=100, stable_rel_ci=0.02, timeout_s=args.timeout,
+               build_dir=str(args.build_root / pair.name), cuda_arch=arch)
+
+
+def gate_verdict(pair: Pair, problem_source: str) -> dict[str, Any] | None:
+    try:
+        from cudal1_tui.analysis.gate import check_candidate, rejected
+    except ImportError:
+        return None
+    findings = check_candidate(pair.candidate.read_text(encoding="utf-8"), problem_source)
+    return {"verdict": "reject" if rejected(findings) else "pass",
+            "codes": sorted({f"{f.code}:{f.severity}" for f in findings})}
+
+
+def independent(pair: Pair, problem_file: Path, args: argparse.Namespace, arch: str
+                ) -> dict[str, Any]:
+    """The independent harness in a fresh process, reusing the pair's build cache."""
+    env = dict(os.environ)
+    keyed = sorted((args.build_root / pair.name).glob("*/"))
+    if keyed:
+        env["TORCH_EXTENSIONS_DIR"] = str(keyed[0] / "torch_extensions")
+        env["TRITON_CACHE_DIR"] = str(keyed[0] / "triton")
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(keyed[0] / "inductor")
+    if arch:
+        env["TORCH_CUDA_ARCH_LIST"] = arch
+    out = args.build_root / f"{pair.name}.independent.json"
+    cmd = [sys.executable, str(HARNESS), str(problem_file), str(pair.candidate),
+           "--device", args.device, "--budget-ms", str(int(args.budget * 100)),
+           "--out", str(out)]
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                              timeout=args.timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "message": f"no result within {args.timeout:g} s"}
+    if done.returncode != 0 or not out.exists():
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return {"status": "runtime_error", "message": " | ".join(tail)}
+    row: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return row
+
+
+def our_row(result: Result, built: BuildOutcome) -> dict[str, Any]:
+    ref = result.timing.get("reference")
+    cand = result.timing.get("candidate")
+    return {
+        "status": result.status, "speedup": result.speedup, "reward": result.reward,
+        "strict_speedup": getattr(result, "strict_speedup", None),
+        "reference_ms": ref.median_ms if ref else None,
+        "candidate_ms": cand.median_ms if cand else None,
+        "build_status": built.status, "build_s": built.compile_time_s,
+        "build_cached": result.build_cached, "compile_time_s": result.compile_time_s,
+        "rejects": sorted({f.code for f in result.flags if f.severity == "reject"}),
+        "settings_changed": sorted(result.settings_changed),
+        "message": result.message.splitlines()[0][:200] if result.message else "",
+        "wall_s": result.wall_time_s,
+    }
+
+
+def compare(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+    a, b = ours.get("speedup"), theirs.get("speedup")
+    ratio = a / b if a and b else None
+    return {"same_verdict": ours["status"] == theirs.get("status"),
+            "ratio": round(ratio, 4) if ratio else None,
+            "within_10pct": ratio is not None and abs(ratio - 1) <= 0.10}
+
+
+def run_pair(pair: Pair, built: BuildOutcome, problem_source: str, problem_file: Path,
+             args: argparse.Namespace, arch: str) -> dict[str, Any]:
+    started = time.monotonic()
+    result = evaluate(make_job(pair, problem_source, args, arch))
+    ours = our_row(result, built)
+    theirs = independent(pair, problem_file, args, arch)
+    expected_key = "expected" if args.device.startswith("cuda") else "expected_cpu"
+    expected = pair.meta.get(expected_key) or pair.meta.get("expected")
+    return {"name": pair.name, "tags": pair.meta.get("tags", []),
+            "honest": pair.meta.get("honest"), "expected": expected,
+            "gate": gate_verdict(pair, problem_source), "ours": ours, "independent": theirs,
+            **compare(ours, theirs), "as_expected": expected is None or ours["status"] == expected,
+            "wall_s": round(time.monotonic() - started, 2)}
+
+
+def fmt(x: float | None) -> str:
+    return f"{x:.3g}" if isinstance(x, int | float) else "-"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| pair | expected | ours | independent | our x | indep x | ratio | gate |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        gate = r["gate"]["verdict"] if r["gate"] else "-"
+        lines.append(f"| {r['name']} | {r['expected'] or '-'} | {r['ours']['status']} | "
+                     f"{r['independent'].get('status')} | {fmt(r['ours']['speedup'])} | "
+                     f"{fmt(r['independent'].get('speedup'))} | {fmt(r['ratio'])} | {gate} |")
+    return "\n".join(lines)
+
+
+def summary(rows: list[dict[str, Any]], wall_s: float) -> str:
+    both_ok = [r for r in rows if r["ours"]["status"] == "ok"
+               and r["independent"].get("status") == "ok"]
+    agree = sum(r["within_10pct"] for r in both_ok)
+    return (f"{len(rows)} pairs in {wall_s:.0f} s ({60 * len(rows) / max(wall_s, 1e-9):.1f} "
+            f"pairs/min); verdicts agree on {sum(r['same_verdict'] for r in rows)}; "
+            f"{agree}/{len(both_ok)} of the pairs both call ok agree within 10%; "
+            f"{sum(r['as_expected'] for r in rows)}/{len(rows)} as the manifest expects")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("target", type=Path, help="a manifest.toml or a folder of pairs")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--only", nargs="*", default=[], help="name substrings to keep")
+    parser.add_argument("--skip", nargs="*", default=[], help="name substrings to drop")
+    parser.add_argument("--budget", type=float, default=1.0, help="timing budget per side, s")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
+    parser.add_argument("--build-root", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=Path("compare_gpu.json"))
+    args = parser.parse_args()
+    args.build_root = args.build_root or Path(tempfile.mkdtemp(prefix="compare-builds-"))
+    args.build_root.mkdir(parents=True, exist_ok=True)
+    pairs = chosen(load_pairs(args.target), args.device, args.only, args.skip)
+    if not pairs:
+        raise SystemExit("no pairs left after --device/--only/--skip")
+    arch = cuda_arch(args.device)
+    started = time.monotonic()
+    sources, files = {}, {}
+    for p in pairs:
+        text = p.problem.read_text(encoding="utf-8")
+        sources[p.name] = shrink_for_cpu(text) if args.device == "cpu" else text
+        files[p.name] = args.build_root / f"{p.name}.problem.py"
+        files[p.name].write_text(sources[p.name], encoding="utf-8")
+    print(f"{len(pairs)} pairs on {args.device}, builds with {args.workers} workers, "
+          f"builds under {args.build_root}", flush=True)
+    rows: list[dict[str, Any]] = []
+    with ThreadPoolExecutor(args.workers) as pool:
+        builds: dict[str, Future[BuildOutcome]] = {
+            p.name: pool.submit(build, make_job(p, sources[p.name], args, arch)) for p in pairs}
+        for i, pair in enumerate(pairs, 1):
+            built = builds[pair.name].result()
+            row = run_pair(pair, built, sources[pair.name], files[pair.name], args, arch)
+            rows.append(row)
+            print(f"[{i}/{len(pairs)}] {pair.name}: ours {row['ours']['status']} "
+                  f"{fmt(row['ours']['speedup'])}x, independent "
+                  f"{row['independent'].get('status')} {fmt(row['independent'].get('speedup'))}x"
+                  f" (build {built.status} {built.compile_time_s:.0f} s, {row['wall_s']:.0f} s)",
+                  flush=True)
+            write(args.out, args.device, arch, rows, time.monotonic() - started, done=False)
+    wall = time.monotonic() - started
+    print(table(rows))
+    print(summary(rows, wall))
+    write(args.out, args.device, arch, rows, wall, done=True)
+    return 0
+
+
+def write(path: Path, device: str, arch: str, rows: list[dict[str, Any]], wall: float,
+          *, done: bool) -> None:
+    """Rewritten after every pair, so a run cut short still leaves its rows."""
+    payload = {"device": device, "arch": arch, "complete": done, "wall_s": round(wall, 1),
+               "pairs_per_min": round(60 * len(rows) / max(wall, 1e-9), 2), "rows": rows}
+    path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""An independent, deliberately simple harness: one (problem, candidate) pair, one process.
+
+    python benchmarks/independent_harness.py PROBLEM.py CANDIDATE.py --device cuda --out row.json
+
+Written to share nothing with ``evaluator/``: no guard, no sandbox, no poisoning, no
+interleaving. What it does is what a careful person would do by hand:
+
+1. import the problem and the candidate as plain modules (the candidate first, so the
+   precision flags it sets at import are known);
+2. build ``Model`` and ``ModelNew`` from the same seed, then load the reference's state_dict
+   into ``ModelNew`` where names and shapes match;
+3. correctness: ``torch.allclose(out, ref, rtol=tol, atol=tol)`` on ``--trials`` inputs made
+   by ``get_inputs()`` under seeds 1..n, each call on its own clone of the inputs;
+4. timing: ``triton.testing.do_bench`` (L2 flush, CUDA events, median) on CUDA, a
+   ``perf_counter`` median on CPU; the reference is timed under the precision flags the
+   candidate left set (matched precision) and again under strict fp32 defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+SEED = 1234
+TOLERANCE = {"strict": 1e-4, "relaxed": 1e-2}
+
+
+def import_file(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def precision_flags() -> dict[str, Any]:
+    return {
+        "matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+        "cudnn.benchmark": torch.backends.cudnn.benchmark,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "fp16_reduced_reduction":
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+    }
+
+
+def set_flags(flags: dict[str, Any]) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = flags["matmul.allow_tf32"]
+    torch.backends.cudnn.allow_tf32 = flags["cudnn.allow_tf32"]
+    torch.backends.cudnn.benchmark = flags["cudnn.benchmark"]
+    torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = \
+        flags["fp16_reduced_reduction"]
+
+
+def to_device(values: list[Any], device: str) -> list[Any]:
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def clone(values: list[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def build_models(problem: ModuleType, candidate: ModuleType, device: str
+                 ) -> tuple[torch.nn.Module, torch.nn.Module]:
+    init = problem.get_init_inputs()
+    torch.manual_seed(SEED)
+    reference = problem.Model(*init).to(device)
+    torch.manual_seed(SEED)
+    model_new = candidate.ModelNew(*init)
+    own = model_new.state_dict()
+    matching = {k: v for k, v in reference.state_dict().items()
+                if k in own and own[k].shape == v.shape}
+    model_new.load_state_dict(matching, strict=False)
+    return reference, model_new.to(device)
+
+
+def bench(fn: Callable[[], Any], device: str, budget_ms: int) -> float:
+    if device.startswith("cuda"):
+        import triton.testing
+
+        return float(triton.testing.do_bench(fn, warmup=max(5, budget_ms // 4), rep=budget_ms,
+                                             return_mode="median"))
+    fn()
+    samples: list[float] = []
+    deadline = time.perf_counter() + budget_ms / 1000
+    while len(samples) < 5 or (time.perf_counter() < deadline and len(samples) < 200):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def check(problem: ModuleType, reference: torch.nn.Module, model_new: torch.nn.Module,
+          device: str, trials: int, tol: float) -> tuple[bool, float, str]:
+    worst = 0.0
+    for trial in range(1, trials + 1):
+        torch.manual_seed(trial)
+        inputs = to_device(problem.get_inputs(), device)
+        expected = reference(*clone(inputs))
+        got = model_new(*clone(inputs))
+        if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+            return False, float("inf"), f"trial {trial}: output shape or type differs"
+        if got.dtype != expected.dtype:
+            got = got.to(expected.dtype)
+        worst = max(worst, float((got - expected).abs().max()) if got.numel() else 0.0)
+        if not torch.allclose(got, expected, rtol=tol, atol=tol):
+            return False, worst, f"trial {trial}: max abs error {worst:.3g} > {tol:g}"
+    return True, worst, ""
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    row: dict[str, Any] = {"status": "ok", "message": ""}
+    started = time.monotonic()
+    device = args.device
+    strict = precision_flags()
+    try:
+        candidate = import_file("independent_candidate", Path(args.candidate))
+    except Exception as exc:  # a build error of the candidate's extension
+        kind = "compile_error" if "Error building extension" in str(exc) else "runtime_error"
+        return {**row, "status": kind, "message": _short(exc)}
+    problem = import_file("independent_problem", Path(args.problem))
+    with torch.no_grad():
+        try:
+            reference, model_new = build_models(problem, candidate, device)
+            torch.manual_seed(0)
+            inputs = to_device(problem.get_inputs(), device)
+            model_new(*clone(inputs))  # warm-up: lazy builds and flags set on the first call
+            matched = precision_flags()
+            row["flags_candidate"], row["flags_strict"] = matched, strict
+            ok, err, message = check(problem, reference, model_new, device, args.trials,
+                                     TOLERANCE[args.tolerance])
+            row.update(max_abs_err=err, message=message)
+            if not ok:
+                return {**row, "status": "incorrect", "wall_s": _since(started)}
+            row["candidate_ms"] = bench(lambda: model_new(*inputs), device, args.budget_ms)
+            row["reference_ms"] = bench(lambda: reference(*inputs), device, args.budget_ms)
+            set_flags(strict)
+            row["reference_strict_ms"] = bench(lambda: reference(*inputs), device,
+                                               args.budget_ms)
+        except Exception as exc:
+            return {**row, "status": "runtime_error", "message": _short(exc),
+                    "wall_s": _since(started)}
+    row["speedup"] = row["reference_ms"] / row["candidate_ms"]
+    row["strict_speedup"] = row["reference_strict_ms"] / row["candidate_ms"]
+    row["wall_s"] = _since(started)
+    return row
+
+
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 3)
+
+
+def _short(exc: BaseException) -> str:
+    lines = traceback.format_exception_only(type(exc), exc)
+    return "".join(lines).strip()[-2000:]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("problem")
+    parser.add_argument("candidate")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--tolerance", choices=sorted(TOLERANCE), default="strict")
+    parser.add_argument("--budget-ms", type=int, default=100)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    args.out.write_text(json.dumps(run(args), indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
