@@ -61,16 +61,16 @@ class ModelGateway:
         ``notify(text)`` when the client waits (a rate limit, a retry)."""
         if self.client is None or not self.availability.ok:
             raise ModelError("no model is available", fix=self.availability.fix)
-        first_at: float | None = None  # tok/s counts from the first token, not the queue
+        first: tuple[float, int] | None = None  # tok/s counts from the first text, not the queue
         chars = 0
 
         def on_chunk(_index: int, kind: str, text: str) -> None:
-            nonlocal chars, first_at
-            first_at = first_at or time.monotonic()
+            nonlocal chars, first
             chars += len(text)
             tokens = -(-chars // CHARS_PER_TOKEN)
-            elapsed = max(time.monotonic() - first_at, 1e-6)
-            sink(slot, kind, text, tokens, tokens / elapsed if tokens > 1 else 0.0)
+            first = first or (time.monotonic(), tokens)
+            elapsed = time.monotonic() - first[0]
+            sink(slot, kind, text, tokens, (tokens - first[1]) / elapsed if elapsed > 0 else 0.0)
 
         completions = self.client.stream_chat(messages, n=1, sampling=sampling,
                                               on_chunk=on_chunk, cancel=cancel, on_notice=notify)

@@ -73,7 +73,8 @@ def server_message(body: Any, text: str) -> str:
 
 
 def unreachable(base_url: str, cause: str) -> ServerError:
-    return ServerError(f"no server at {base_url} ({cause})", fix=START_SERVER, kind="unreachable")
+    return ServerError(f"no model server at {base_url} ({cause})", fix=START_SERVER,
+                       kind="unreachable")
 
 
 def not_openai(base_url: str, status: int, kind: str, text: str) -> ServerError:

@@ -119,7 +119,7 @@ def test_server_down_says_what_to_do(closed_port_url: str) -> None:
     with pytest.raises(ModelError) as info:
         client_for(closed_port_url).stream_chat(MESSAGES)
     assert time.monotonic() - started < 5
-    assert info.value.message == f"no server at {closed_port_url} (connection refused)"
+    assert info.value.message == f"no model server at {closed_port_url} (connection refused)"
     assert info.value.fix.startswith("start one (vLLM: `vllm serve MODEL`")
     assert "OPENAI_BASE_URL" in info.value.fix
 

@@ -23,6 +23,7 @@ from third_party import TransformersServer, make_tiny_model, offline_env  # noqa
 
 from cudal1_tui.config import Settings  # noqa: E402
 from cudal1_tui.llm import ModelClient  # noqa: E402
+from cudal1_tui.llm.probe import probe_server  # noqa: E402
 from cudal1_tui.store.records import Message, SamplingSettings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +63,13 @@ def test_the_client_streams_and_reports_the_servers_usage(served: TransformersSe
     # transformers serve answers /v1/models with HTTP 500 for a model outside the HF cache:
     # the named model is used anyway, and why the list failed is kept for doctor.
     assert "HTTP 500" in client.models_problem
+
+
+def test_doctor_says_the_list_failed_and_the_chat_call_works(served: TransformersServer) -> None:
+    report = probe_server(Settings(base_url=served.base_url, model=str(served.model)))
+    assert report.status == "ok", report
+    assert "/v1/models failed (HTTP 500" in report.detail
+    assert f"the chat call with {str(served.model)!r} works" in report.detail
 
 
 def test_a_wrong_model_name_shows_the_servers_own_words(served: TransformersServer) -> None:
