@@ -54,6 +54,7 @@ class ReplayConfig:
     quirk_requests: tuple[int, ...] = ()  # the chat requests the quirk hits; empty: all
     retry_after: str = ""  # the Retry-After header of the rate_limit quirk (seconds or a date)
     api_key: str = ""  # when set, requests without "Authorization: Bearer <api_key>" get 401
+    reject_stream_options: bool = False  # answer stream_options with HTTP 400 (older servers)
     models_status: int = 200  # answer /v1/models with this status (500: as transformers serve)
 
     def validate(self) -> None:

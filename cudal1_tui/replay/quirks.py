@@ -3,7 +3,8 @@
 Each quirk imitates something met in the field: a web page at the wrong URL (HTML 404), Ollama's
 native NDJSON stream, a plain-text answer, a rate limit with ``Retry-After``, a server that
 accepts the connection and never sends headers, and streams whose chunks are not
-``chat.completion.chunk`` objects (wrong shape, or not JSON at all).
+``chat.completion.chunk`` objects (wrong shape, or not JSON at all), or that report an error
+mid-stream (``data: {"error": …}``, as vLLM does when generation fails).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import json
 from typing import Literal, Protocol
 
 Quirk = Literal["none", "html", "ndjson", "plain", "rate_limit", "hang_headers", "bad_chunk",
-                "not_json_chunk"]
+                "not_json_chunk", "error_event"]
 QUIRKS: tuple[Quirk, ...] = ("none", "html", "ndjson", "plain", "rate_limit", "hang_headers",
-                             "bad_chunk", "not_json_chunk")
-STREAM_QUIRKS = frozenset({"bad_chunk", "not_json_chunk"})  # answered inside a 200 stream
+                             "bad_chunk", "not_json_chunk", "error_event")
+# answered inside a 200 stream, after its first piece
+STREAM_QUIRKS = frozenset({"bad_chunk", "not_json_chunk", "error_event"})
 
 HTML_PAGE = ("<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head>\n"
              "<body><h1>Not Found</h1><p>The requested URL was not found on this server.</p>"
@@ -24,6 +26,8 @@ PLAIN_TEXT = "Hello! This is a web server, not a model server.\n"
 WRONG_SHAPE_CHUNK = {"model": "llama3", "message": {"role": "assistant", "content": "Hi"},
                      "done": False}
 NOT_JSON_CHUNK = "Internal error: the worker died <oops>"
+ERROR_EVENT = {"error": {"message": "CUDA out of memory while generating",
+                         "type": "InternalServerError", "code": 500}}
 
 
 class Writer(Protocol):
@@ -58,4 +62,6 @@ def stream_quirk_event(quirk: Quirk) -> bytes:
     """The bad ``data:`` event a stream quirk sends after the first real piece."""
     if quirk == "bad_chunk":
         return b"data: " + json.dumps(WRONG_SHAPE_CHUNK).encode() + b"\n\n"
+    if quirk == "error_event":
+        return b"data: " + json.dumps(ERROR_EVENT).encode() + b"\n\n"
     return b"data: " + NOT_JSON_CHUNK.encode() + b"\n\n"

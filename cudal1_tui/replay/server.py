@@ -201,6 +201,9 @@ class _Handler(BaseHTTPRequestHandler):
         if request.model != self.app.model:
             raise RequestError(404, f"The model `{request.model}` does not exist. Served: "
                                f"{self.app.model}", kind="NotFoundError", param="model")
+        if request.has_stream_options and self.app.config.reject_stream_options:
+            raise RequestError(400, "Unrecognized request argument supplied: stream_options",
+                               param="stream_options")
         if request.n > 1 and self.app.config.reject_n:
             raise RequestError(400, "Only one completion choice is allowed (n > 1)", param="n")
         if faults.fail:

@@ -197,3 +197,24 @@ def test_cancel_while_waiting_for_headers_returns_promptly(replay_server: Start)
         client_for(server, model=server.model).stream_chat(MESSAGES, cancel=cancel)
     assert time.monotonic() - started < 2
     assert "cancelled" in str(info.value)
+
+
+def test_an_error_reported_mid_stream_is_a_cut_with_the_servers_words(
+        replay_server: Start) -> None:
+    server = replay_server(quirk="error_event", chunk_chars=8)
+    with pytest.raises(StreamCut) as info:
+        client_for(server).stream_chat(MESSAGES)
+    assert ("the server reported an error mid-stream: CUDA out of memory while generating"
+            in info.value.message)
+    assert info.value.chars == 8
+
+
+def test_a_server_refusing_stream_options_is_asked_again_and_usage_estimated(
+        replay_server: Start) -> None:
+    server = replay_server(reject_stream_options=True)
+    client = client_for(server)
+    (done,) = client.stream_chat(MESSAGES)
+    assert done.content and done.usage.estimated and done.usage.completion_tokens > 0
+    assert [r.status for r in server.requests] == [400, 200]
+    client.stream_chat(MESSAGES)  # remembered: no second refusal
+    assert [r.status for r in server.requests] == [400, 200, 200]
