@@ -140,6 +140,8 @@ def status_error(exc: openai.APIStatusError, *, base_url: str, model: str,
                            kind="not_openai", status=code)
     if code >= 500:
         tries = f" after {attempts} attempts" if attempts > 1 else ""
+        if kind == "an HTML page":
+            message = "an HTML page (a proxy in front of a model server that is down?)"
         return ServerError(f"the server at {base_url} failed (HTTP {code}){tries}: {message}",
                            fix="check the model server's log; `retries` sets how often a 5xx "
                                "is retried", kind="server", status=code)

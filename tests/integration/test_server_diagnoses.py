@@ -11,10 +11,12 @@ from collections.abc import Callable
 from email.utils import formatdate
 
 import httpx2
+import openai
 import pytest
 
 from cudal1_tui.config import Settings
 from cudal1_tui.llm import ModelClient, ServerError, StreamCut
+from cudal1_tui.llm.diagnosis import status_error
 from cudal1_tui.llm.retry import retry_after_s
 from cudal1_tui.replay import ReplayServer
 from cudal1_tui.store.records import Message
@@ -218,3 +220,27 @@ def test_a_server_refusing_stream_options_is_asked_again_and_usage_estimated(
     assert [r.status for r in server.requests] == [400, 200]
     client.stream_chat(MESSAGES)  # remembered: no second refusal
     assert [r.status for r in server.requests] == [400, 200, 200]
+
+
+@pytest.mark.parametrize("status, content_type, body, kind, words", [
+    (502, "text/html", "<html><h1>502 Bad Gateway</h1></html>", "server",
+     "failed (HTTP 502): an HTML page (a proxy in front of a model server that is down?)"),
+    (404, "application/json", '{"error": {"message": "model \\"qwen3:8b\\" not found, try '
+     'pulling it first", "type": "api_error"}}', "model", "not found, try pulling it first"),
+    (400, "application/json", '{"detail": "Server is pinned to \'/m\'; requested \'qwen3:8b\'."}',
+     "model", "Server is pinned to '/m'"),
+    (404, "application/json", '{"detail": "Not Found"}', "not_openai", "has no such route"),
+    (400, "application/json", '{"message": "max_tokens is too large for the context"}',
+     "request", "refused the request (HTTP 400): max_tokens is too large"),
+])
+def test_status_bodies_of_real_servers_are_named(status: int, content_type: str, body: str,
+                                                 kind: str, words: str) -> None:
+    """Bodies as Ollama, transformers serve, FastAPI and proxies send them."""
+    request = httpx2.Request("POST", "http://host:1/v1/chat/completions")
+    response = httpx2.Response(status, headers={"content-type": content_type}, text=body,
+                               request=request)
+    exc = openai.APIStatusError(f"Error code: {status}", response=response, body=response.json()
+                                if "json" in content_type else None)
+    error = status_error(exc, base_url="http://host:1/v1", model="qwen3:8b")
+    assert error.kind == kind and words in error.message
+    assert "start one" not in error.fix
