@@ -42,7 +42,7 @@ class Settings:
     candidates_per_round: int = 2
     exemplars: int = 2
     request_timeout_s: float = 300.0  # a stream may go quiet this long (prefill counts)
-    headers_timeout_s: float = 30.0  # the server must answer (send headers) within this
+    headers_timeout_s: float = 60.0  # the server must answer (send headers) within this
     connect_timeout_s: float = 5.0
     retries: int = 2
     use_builtin: bool = True  # seed sessions with the built-in proposer
