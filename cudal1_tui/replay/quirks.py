@@ -1,10 +1,11 @@
 """Ways a server that is not quite an OpenAI API answers: scripted for the client's diagnoses.
 
 Each quirk imitates something met in the field: a web page at the wrong URL (HTML 404), Ollama's
-native NDJSON stream, a plain-text answer, a rate limit with ``Retry-After``, a server that
-accepts the connection and never sends headers, and streams whose chunks are not
-``chat.completion.chunk`` objects (wrong shape, or not JSON at all), or that report an error
-mid-stream (``data: {"error": …}``, as vLLM does when generation fails).
+native NDJSON stream (also under a ``text/event-stream`` header, as a proxy may relabel it), a
+plain-text answer, a rate limit with ``Retry-After``, a server that accepts the connection and
+never sends headers, streams whose chunks are not ``chat.completion.chunk`` objects (wrong
+shape, or not JSON at all), and a stream that reports an error mid-way (``data: {"error": …}``,
+as vLLM does when generation fails).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import json
 from typing import Literal, Protocol
 
-Quirk = Literal["none", "html", "ndjson", "plain", "rate_limit", "hang_headers", "bad_chunk",
-                "not_json_chunk", "error_event"]
-QUIRKS: tuple[Quirk, ...] = ("none", "html", "ndjson", "plain", "rate_limit", "hang_headers",
-                             "bad_chunk", "not_json_chunk", "error_event")
+Quirk = Literal["none", "html", "ndjson", "ndjson_as_sse", "plain", "rate_limit",
+                "hang_headers", "bad_chunk", "not_json_chunk", "error_event"]
+QUIRKS: tuple[Quirk, ...] = ("none", "html", "ndjson", "ndjson_as_sse", "plain", "rate_limit",
+                             "hang_headers", "bad_chunk", "not_json_chunk", "error_event")
 # answered inside a 200 stream, after its first piece
 STREAM_QUIRKS = frozenset({"bad_chunk", "not_json_chunk", "error_event"})
 
@@ -43,12 +44,13 @@ def answer(quirk: Quirk, writer: Writer, retry_after: str) -> None:
         writer.send_raw(404, "text/html; charset=utf-8", HTML_PAGE.encode())
     elif quirk == "plain":
         writer.send_raw(200, "text/plain; charset=utf-8", PLAIN_TEXT.encode())
-    elif quirk == "ndjson":
+    elif quirk in ("ndjson", "ndjson_as_sse"):
         lines = [{**WRONG_SHAPE_CHUNK, "message": {"role": "assistant", "content": word}}
                  for word in ("Hello", " there")]
         lines.append({"model": "llama3", "done": True, "done_reason": "stop"})
         body = "".join(json.dumps(line) + "\n" for line in lines).encode()
-        writer.send_raw(200, "application/x-ndjson", body)
+        content_type = "application/x-ndjson" if quirk == "ndjson" else "text/event-stream"
+        writer.send_raw(200, content_type, body)
     elif quirk == "rate_limit":
         message = {"error": {"message": "Rate limit reached: too many requests",
                              "type": "rate_limit_error", "param": None, "code": 429}}

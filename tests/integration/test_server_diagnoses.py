@@ -244,3 +244,9 @@ def test_status_bodies_of_real_servers_are_named(status: int, content_type: str,
     error = status_error(exc, base_url="http://host:1/v1", model="qwen3:8b")
     assert error.kind == kind and words in error.message
     assert "start one" not in error.fix
+
+
+def test_an_event_stream_with_no_events_is_named_not_called_a_cut(replay_server: Start) -> None:
+    error = failure(replay_server(quirk="ndjson_as_sse", quirk_requests=(1,)))
+    assert error.kind == "not_openai" and "cut after" not in error.message
+    assert "no server-sent events (no `data:` lines)" in error.message
