@@ -40,7 +40,6 @@ class Job:
 
     slots: list[int]
     stream: Any = None  # openai.Stream[ChatCompletionChunk] once opened
-    attempts: int = 0
     opened: bool = False
     usage: Usage | None = None
     chunks: int = 0  # chunks received
@@ -154,8 +153,7 @@ class StreamRun:
             return
         if job.opened:
             raise self._cut(job, self._reason(exc))
-        raise diagnose(exc, base_url=self.context.base_url, model=self.context.model,
-                       attempts=job.attempts)
+        raise diagnose(exc, base_url=self.context.base_url, model=self.context.model)
 
     def _on_end(self, job: Job) -> None:
         if not job.chunks:
@@ -181,7 +179,7 @@ class StreamRun:
         if isinstance(exc, json.JSONDecodeError):
             return bad_chunk(self.context.base_url, exc.doc).message
         if isinstance(exc, openai.APITimeoutError):
-            return f"no data for {self.context.read_timeout_s:g} s"
+            return f"no data for {self.context.read_timeout_s:g} s (request_timeout_s)"
         if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
             return f"the server reported an error mid-stream: {exc.message}"
         cause = exc.__cause__ or exc.__context__
