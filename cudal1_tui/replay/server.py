@@ -70,6 +70,7 @@ class ReplayApp:
         self.model = config.model or book.model or DEFAULT_MODEL
         self.stop = threading.Event()
         self.requests: list[RequestLog] = []
+        self.client_left: list[int] = []  # requests whose client went away mid-stream
         self._log = log
         self._counter = itertools.count(1)
         self._lock = threading.Lock()
@@ -239,7 +240,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._stream_body(envelope, request, plans, faults)
         except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True  # the client went away (cancelled): nothing to do
+            self.close_connection = True  # the client went away (cancelled): stop generating
+            self.app.client_left.append(int(envelope.id.rsplit("-", 1)[-1]))
 
     def _stream_body(self, envelope: Envelope, request: ChatRequest, plans: list[ChoicePlan],
                      faults: Faults) -> None:
@@ -308,6 +310,11 @@ class ReplayServer:
     @property
     def requests(self) -> list[RequestLog]:
         return list(self.app.requests)
+
+    @property
+    def client_left(self) -> list[int]:
+        """The chat requests (by number) whose client closed the stream before its end."""
+        return list(self.app.client_left)
 
     @property
     def base_url(self) -> str:

@@ -228,3 +228,22 @@ def test_base_url_is_normalized_and_checked() -> None:
     assert normalize_base_url("http://h:11434/v1/") == "http://h:11434/v1"
     with pytest.raises(ModelError):
         normalize_base_url("localhost:8000")
+
+
+def test_cancel_and_close_end_the_request_on_the_server(replay_server: Start) -> None:
+    """Cancelling closes the connection: the server sees its client leave (and stops)."""
+    server = replay_server(latency_s=0.05, chunk_chars=4)
+    cancel = threading.Event()
+    with pytest.raises(ModelCancelled):
+        client_for(server).stream_chat(MESSAGES, on_chunk=lambda *_: cancel.set(), cancel=cancel)
+    deadline = time.monotonic() + 3
+    while not server.client_left and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.client_left == [1]
+    client = client_for(server)
+    threading.Timer(0.3, client.close).start()  # the app exits mid-stream
+    with pytest.raises(ModelError):
+        client.stream_chat(MESSAGES)
+    while len(server.client_left) < 2 and time.monotonic() < deadline + 3:
+        time.sleep(0.02)
+    assert server.client_left == [1, 2]
