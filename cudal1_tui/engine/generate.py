@@ -77,7 +77,9 @@ class ModelGateway:
         if not completions:
             raise ModelError("the model server answered no choices",
                              fix="check the model server's log")
-        return completions[0]
+        done = completions[0]  # the final count: the server's usage where it sent one
+        sink(slot, "content", "", done.usage.completion_tokens, done.tokens_per_s)
+        return done
 
     def close(self) -> None:
         if self.client is not None:

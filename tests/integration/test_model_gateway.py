@@ -36,12 +36,20 @@ def test_a_rate_limit_wait_reaches_the_engine_and_tok_s_counts_from_the_first_to
     assert gateway.check().ok
     notices: list[str] = []
     rates: list[float] = []
+    counts: list[int] = []
+
+    def sink(_slot: int, _kind: str, _text: str, tokens: int, rate: float) -> None:
+        counts.append(tokens)
+        rates.append(rate)
+
     done = gateway.generate(0, [Message("user", "go")], SamplingSettings(max_tokens=200),
-                            lambda _s, _k, _t, _n, rate: rates.append(rate), threading.Event(),
-                            notices.append)
+                            sink, threading.Event(), notices.append)
     gateway.close()
     assert done.content and len(notices) == 1 and "HTTP 429" in notices[0]
     assert "waiting 0.5 s as its Retry-After asks" in notices[0]
     # The 0.5 s spent waiting is not generation: the live rate is not dragged down by it.
     assert done.first_token_s is not None and done.first_token_s >= 0.5
     assert rates[0] == 0.0 and max(rates) > 0
+    # The last count shown is the server's own usage, not the running estimate.
+    assert not done.usage.estimated and counts[-1] == done.usage.completion_tokens
+    assert rates[-1] == done.tokens_per_s
