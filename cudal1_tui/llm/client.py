@@ -23,6 +23,7 @@ from cudal1_tui.llm.completion import Completion, estimate_tokens
 from cudal1_tui.llm.diagnosis import diagnose
 from cudal1_tui.llm.errors import ServerError
 from cudal1_tui.llm.request import RequestPlan, open_stream
+from cudal1_tui.llm.retry import is_dropped_connection
 from cudal1_tui.llm.run import Job, OnChunk, OnNotice, RunContext, StreamRun
 from cudal1_tui.store.records import Message, SamplingSettings
 
@@ -58,12 +59,15 @@ class ModelClient:
 
     def list_models(self) -> list[str]:
         """The ids the server lists at ``/v1/models``."""
-        try:
-            page = self._client.models.list()
-        except openai.OpenAIError as exc:
-            raise diagnose(exc, base_url=self.base_url, model=self.settings.model,
-                           waited_s=self.settings.headers_timeout_s) from None
-        return [model.id for model in page.data]
+        for last_try in (False, True):
+            try:
+                return [model.id for model in self._client.models.list().data]
+            except openai.OpenAIError as exc:
+                if not last_try and is_dropped_connection(exc):
+                    continue  # a kept-alive connection the server had closed: a fresh one
+                raise diagnose(exc, base_url=self.base_url, model=self.settings.model,
+                               waited_s=self.settings.headers_timeout_s) from None
+        raise AssertionError("unreachable")
 
     def resolve_model(self) -> str:
         """The model to ask: ``settings.model`` as named (the server's list is not required to

@@ -15,6 +15,7 @@ import httpx2
 import openai
 
 from cudal1_tui.llm.errors import ServerError
+from cudal1_tui.llm.retry import is_dropped_connection
 
 START_SERVER = ("start one (vLLM: `vllm serve MODEL`; SGLang, llama.cpp `llama-server`, Ollama or "
                 "`transformers serve`: see docs/model-servers.md) or set OPENAI_BASE_URL to "
@@ -166,6 +167,10 @@ def diagnose(exc: Exception, *, base_url: str, model: str, attempts: int = 1,
         return exc
     if isinstance(exc, openai.APITimeoutError):
         return no_reply(base_url, waited_s or 0.0, attempts)
+    if isinstance(exc, openai.APIConnectionError) and is_dropped_connection(exc):
+        return ServerError(f"the server at {base_url} dropped the connection ({_cause(exc)})",
+                           fix="check the model server's log (did it crash or restart?); is "
+                               "another program listening on this port?", kind="server")
     if isinstance(exc, openai.APIConnectionError):
         return unreachable(base_url, _cause(exc))
     if isinstance(exc, openai.APIStatusError):

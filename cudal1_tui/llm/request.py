@@ -26,7 +26,13 @@ from cudal1_tui.llm.diagnosis import (
     stream_body_problem,
 )
 from cudal1_tui.llm.errors import ModelCancelled
-from cudal1_tui.llm.retry import MAX_WAIT_S, backoff_s, is_retryable, retry_after_s
+from cudal1_tui.llm.retry import (
+    MAX_WAIT_S,
+    backoff_s,
+    is_dropped_connection,
+    is_retryable,
+    retry_after_s,
+)
 from cudal1_tui.store.records import SamplingSettings
 
 Notify = Callable[[str], None]
@@ -52,17 +58,18 @@ class RequestPlan:
 def open_stream(plan: RequestPlan, n: int, seed_offset: int, abort: threading.Event,
                 notify: Notify) -> Any:
     """The opened ``openai.Stream``; raises ``ServerError`` or ``ModelCancelled``."""
-    attempt = 0
+    attempt, reconnected = 0, False
     while True:
         attempt += 1
         try:
             stream = _create(plan, n, seed_offset)
-        except openai.BadRequestError as exc:
-            if plan.include_usage and "stream_options" in str(exc.body or exc.message):
+        except openai.APIError as exc:
+            if is_dropped_connection(exc) and not reconnected:
+                reconnected, attempt = True, attempt - 1  # a free try on a fresh connection
+                continue
+            if _refuses_usage_option(plan, exc):
                 plan.include_usage = False  # an older server: usage is estimated instead
                 continue
-            raise diagnose(exc, base_url=plan.base_url, model=plan.model) from None
-        except openai.APIError as exc:
             wait = _wait_before_retry(plan, exc, attempt, notify)
             if abort.wait(wait):
                 raise ModelCancelled([]) from None
@@ -76,6 +83,11 @@ def open_stream(plan: RequestPlan, n: int, seed_offset: int, abort: threading.Ev
             raise problem
         _allow_quiet_stream(stream.response, plan.read_timeout_s)
         return stream
+
+
+def _refuses_usage_option(plan: RequestPlan, exc: openai.APIError) -> bool:
+    return plan.include_usage and isinstance(exc, openai.BadRequestError) and \
+        "stream_options" in str(exc.body or exc.message)
 
 
 def _create(plan: RequestPlan, n: int, seed_offset: int) -> Any:

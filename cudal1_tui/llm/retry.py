@@ -44,3 +44,16 @@ def is_retryable(exc: Exception) -> bool:
 def backoff_s(first_s: float, attempt: int) -> float:
     """The pause after failed attempt ``attempt`` (1-based): doubling from ``first_s``."""
     return float(first_s * 2 ** (attempt - 1))
+
+
+def is_dropped_connection(exc: Exception) -> bool:
+    """A connection that broke (reset, closed mid-way) rather than one refused or timed out:
+    often a kept-alive connection the server had already closed (uvicorn does after an HTTP
+    500), worth one immediate try on a fresh connection whatever ``retries`` says."""
+    if not isinstance(exc, openai.APIConnectionError) or isinstance(exc, openai.APITimeoutError):
+        return False
+    cause = str(exc.__cause__ or exc.__context__ or exc).lower()
+    return any(word in cause for word in DROPPED_WORDS)
+
+
+DROPPED_WORDS = ("reset", "closed", "disconnect", "incomplete", "broken pipe", "eof")

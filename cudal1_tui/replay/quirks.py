@@ -3,9 +3,10 @@
 Each quirk imitates something met in the field: a web page at the wrong URL (HTML 404), Ollama's
 native NDJSON stream (also under a ``text/event-stream`` header, as a proxy may relabel it), a
 plain-text answer, a rate limit with ``Retry-After``, a server that accepts the connection and
-never sends headers, streams whose chunks are not ``chat.completion.chunk`` objects (wrong
-shape, or not JSON at all), and a stream that reports an error mid-way (``data: {"error": …}``,
-as vLLM does when generation fails).
+never sends headers, one that drops the connection without an answer (what a kept-alive
+connection the server had closed looks like), streams whose chunks are not
+``chat.completion.chunk`` objects (wrong shape, or not JSON at all), and a stream that reports
+an error mid-way (``data: {"error": …}``, as vLLM does when generation fails).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import json
 from typing import Literal, Protocol
 
 Quirk = Literal["none", "html", "ndjson", "ndjson_as_sse", "plain", "rate_limit",
-                "hang_headers", "bad_chunk", "not_json_chunk", "error_event"]
+                "hang_headers", "drop", "bad_chunk", "not_json_chunk", "error_event"]
 QUIRKS: tuple[Quirk, ...] = ("none", "html", "ndjson", "ndjson_as_sse", "plain", "rate_limit",
-                             "hang_headers", "bad_chunk", "not_json_chunk", "error_event")
+                             "hang_headers", "drop", "bad_chunk", "not_json_chunk", "error_event")
 # answered inside a 200 stream, after its first piece
 STREAM_QUIRKS = frozenset({"bad_chunk", "not_json_chunk", "error_event"})
 

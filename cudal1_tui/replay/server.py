@@ -170,6 +170,9 @@ class _Handler(BaseHTTPRequestHandler):
         """True when the request's quirk answered it whole (not OpenAI at all)."""
         if faults.quirk in STREAM_QUIRKS or faults.quirk in {"none", "hang_headers"}:
             return False
+        if faults.quirk == "drop":
+            self._cut()
+            return True
         answer(faults.quirk, self, self.app.config.retry_after)
         return True
 

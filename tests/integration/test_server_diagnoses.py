@@ -250,3 +250,19 @@ def test_an_event_stream_with_no_events_is_named_not_called_a_cut(replay_server:
     error = failure(replay_server(quirk="ndjson_as_sse", quirk_requests=(1,)))
     assert error.kind == "not_openai" and "cut after" not in error.message
     assert "no server-sent events (no `data:` lines)" in error.message
+
+
+def test_a_dropped_connection_gets_one_fresh_try_even_with_no_retries(
+        replay_server: Start) -> None:
+    """uvicorn closes a kept-alive connection after an HTTP 500: the next request must not fail."""
+    server = replay_server(quirk="drop", quirk_requests=(1,))
+    (done,) = client_for(server, model=server.model, retries=0).stream_chat(MESSAGES)
+    assert done.content and len(server.requests) == 2
+
+
+def test_a_server_that_always_drops_the_connection_is_not_called_absent(
+        replay_server: Start) -> None:
+    server = replay_server(quirk="drop", quirk_requests=(1, 2))
+    error = failure(server, model=server.model, retries=0)
+    assert error.kind == "server" and "dropped the connection" in error.message
+    assert "start one" not in error.fix and "log" in error.fix
