@@ -8,14 +8,13 @@ import re
 import shutil
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from cudal1_tui.config import EffectiveSettings, sessions_dir
 from cudal1_tui.config.loader import read_config_file
 from cudal1_tui.errors import ConfigError
+from cudal1_tui.llm.probe import probe_server
 
 Status = Literal["ok", "missing", "warn"]
 
@@ -79,23 +78,9 @@ def check_tool(name: str, candidates: list[str], flag: str, fix: str) -> Check:
 
 
 def check_endpoint(effective: EffectiveSettings) -> Check:
-    settings = effective.settings
-    url = settings.base_url.rstrip("/") + "/models"
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {settings.api_key}"})
-    try:
-        with urllib.request.urlopen(request, timeout=settings.connect_timeout_s) as response:
-            payload = json.loads(response.read().decode("utf-8"))
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return Check("model server", "warn", f"{settings.base_url} unreachable ({reason}); "
-                     "the built-in proposer still works",
-                     "start one (e.g. `vllm serve MODEL`) or set OPENAI_BASE_URL")
-    models = [m.get("id", "?") for m in payload.get("data", [])]
-    if settings.model and settings.model not in models:
-        return Check("model server", "missing", f"{settings.base_url} does not serve "
-                     f"{settings.model!r} (serves: {', '.join(models) or 'nothing'})",
-                     "set CUDAL1_MODEL or `model` in the config to a served model")
-    return Check("model server", "ok", f"{settings.base_url}: {', '.join(models) or 'no models'}")
+    """The model server, named for what it is (see ``cudal1_tui.llm.probe``)."""
+    report = probe_server(effective.settings)
+    return Check("model server", report.status, report.detail, report.fix)
 
 
 def check_config(effective: EffectiveSettings) -> Check:

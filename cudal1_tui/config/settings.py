@@ -38,10 +38,11 @@ class Settings:
     model: str = ""  # empty: the first model the server lists
     temperature: float = 0.7
     top_p: float = 0.95
-    max_tokens: int = 8192
+    max_tokens: int = 4096  # a CUDA-L1 reply is a few thousand tokens; CPU servers are slow
     candidates_per_round: int = 2
     exemplars: int = 2
-    request_timeout_s: float = 600.0
+    request_timeout_s: float = 300.0  # a stream may go quiet this long (prefill counts)
+    headers_timeout_s: float = 60.0  # the server must answer (send headers) within this
     connect_timeout_s: float = 5.0
     retries: int = 2
     use_builtin: bool = True  # seed sessions with the built-in proposer

@@ -40,11 +40,13 @@ class ModelGateway:
             self.client = ModelClient(self.settings)
             model = self.client.resolve_model()
         except Cudal1Error as exc:
+            fallback = ("running the built-in proposer only" if self.settings.use_builtin
+                        else "no candidates can be proposed (--no-builtin)")
             self.availability = Availability(
-                ok=False, message=f"no model: {exc.message}; running the built-in proposer only",
-                fix=exc.fix or "start a model server and set OPENAI_BASE_URL")
+                ok=False, message=f"no model: {exc.message}; {fallback}", fix=exc.fix)
             return self.availability
-        self.availability = Availability(ok=True, model=model)
+        self.availability = Availability(ok=True, model=model,
+                                         message=self.client.models_problem)
         return self.availability
 
     def sampling(self) -> SamplingSettings:
@@ -53,26 +55,31 @@ class ModelGateway:
                                 max_tokens=s.max_tokens, n=1, seed=None)
 
     def generate(self, slot: int, messages: list[Message], sampling: SamplingSettings,
-                 sink: ChunkSink, cancel: threading.Event) -> Completion:
-        """One streamed completion for ``slot``; raises ``ModelError`` (incl. cancelled)."""
+                 sink: ChunkSink, cancel: threading.Event,
+                 notify: Callable[[str], None] | None = None) -> Completion:
+        """One streamed completion for ``slot``; raises ``ModelError`` (incl. cancelled);
+        ``notify(text)`` when the client waits (a rate limit, a retry)."""
         if self.client is None or not self.availability.ok:
             raise ModelError("no model is available", fix=self.availability.fix)
-        started = time.monotonic()
+        first: tuple[float, int] | None = None  # tok/s counts from the first text, not the queue
         chars = 0
 
         def on_chunk(_index: int, kind: str, text: str) -> None:
-            nonlocal chars
+            nonlocal chars, first
             chars += len(text)
             tokens = -(-chars // CHARS_PER_TOKEN)
-            elapsed = max(time.monotonic() - started, 1e-6)
-            sink(slot, kind, text, tokens, tokens / elapsed)
+            first = first or (time.monotonic(), tokens)
+            elapsed = time.monotonic() - first[0]
+            sink(slot, kind, text, tokens, (tokens - first[1]) / elapsed if elapsed > 0 else 0.0)
 
         completions = self.client.stream_chat(messages, n=1, sampling=sampling,
-                                              on_chunk=on_chunk, cancel=cancel)
+                                              on_chunk=on_chunk, cancel=cancel, on_notice=notify)
         if not completions:
             raise ModelError("the model server answered no choices",
                              fix="check the model server's log")
-        return completions[0]
+        done = completions[0]  # the final count: the server's usage where it sent one
+        sink(slot, "content", "", done.usage.completion_tokens, done.tokens_per_s)
+        return done
 
     def close(self) -> None:
         if self.client is not None:

@@ -32,7 +32,7 @@ from cudal1_tui.engine.stages import Stages
 from cudal1_tui.engine.workspace import Workspace
 from cudal1_tui.errors import ModelError
 from cudal1_tui.llm.completion import Completion
-from cudal1_tui.llm.errors import ModelCancelled
+from cudal1_tui.llm.errors import ModelCancelled, StreamCut
 from cudal1_tui.llm.parsing import parse_reply
 from cudal1_tui.proposers import BuiltinCandidate
 from cudal1_tui.store.records import CandidateRecord
@@ -143,8 +143,12 @@ class RoundRunner:
         self._stage(slot, "generating")
         try:
             completion = ws.gateway.generate(slot, prompt.messages, sampling, self._chunk,
-                                             ws.cancel)
+                                             ws.cancel, lambda text: self._stage(
+                                                 slot, "generating", text))
         except ModelCancelled:
+            return
+        except StreamCut as cut:
+            self._record_cut(draft, cut)
             return
         except ModelError as exc:
             if not ws.cancel.is_set():
@@ -156,14 +160,27 @@ class RoundRunner:
         chunk_kind: ChunkKind = "reasoning" if kind == "reasoning" else "content"
         self.ws.emit(StreamChunk(self.round, slot, chunk_kind, text, tokens, rate))
 
-    def _parsed(self, draft: Draft, completion: Completion) -> None:
-        ws = self.ws
-        self._stage(draft.slot, "parsing")
+    def _record_cut(self, draft: Draft, cut: StreamCut) -> None:
+        """A stream cut mid-reply: the partial reply goes into the trace, marked as cut."""
+        self.ws.emit(EngineError(f"slot {draft.slot}: {cut.message}", cut.fix, self.round, True))
+        if cut.partial:
+            self._take(draft, cut.partial[0])
+        draft.usage["cut"] = cut.reason
+        draft.parse_error = cut.message
+        self._record(draft, refused(cut.message, self.ws.settings.reward, code="stream_cut"))
+
+    def _take(self, draft: Draft, completion: Completion) -> None:
         draft.raw_response, draft.reasoning = completion.content, completion.reasoning
         draft.model = completion.model or draft.model
         draft.usage = {**completion.usage.to_dict(), "elapsed_s": completion.elapsed_s,
+                       "first_token_s": completion.first_token_s,
                        "tokens_per_s": completion.tokens_per_s,
                        "finish_reason": completion.finish_reason}
+
+    def _parsed(self, draft: Draft, completion: Completion) -> None:
+        ws = self.ws
+        self._stage(draft.slot, "parsing")
+        self._take(draft, completion)
         parsed = parse_reply(completion.content, completion.reasoning,
                              model_signature=ws.problem.signature)
         draft.sections, draft.code = parsed.sections, parsed.code

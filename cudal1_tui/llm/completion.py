@@ -39,7 +39,7 @@ class Completion:
     finish_reason: str  # "stop", "length", … ; "" when the stream did not finish
     usage: Usage
     elapsed_s: float  # from sending the request to the last chunk
-    tokens_per_s: float  # completion tokens / elapsed_s
+    tokens_per_s: float  # tokens after the first / time from the first token to the last
     model: str
     first_token_s: float | None = None  # time to the first reasoning or content text
 

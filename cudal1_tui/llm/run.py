@@ -13,6 +13,7 @@ concurrent single requests.
 from __future__ import annotations
 
 import contextlib
+import json
 import queue
 import threading
 import time
@@ -24,11 +25,13 @@ import openai
 from openai.types.chat import ChatCompletionChunk
 
 from cudal1_tui.llm.completion import Completion, Usage
-from cudal1_tui.llm.errors import ModelCancelled, StreamCut, to_model_error
+from cudal1_tui.llm.diagnosis import bad_chunk, diagnose, not_openai
+from cudal1_tui.llm.errors import ModelCancelled, ServerError, StreamCut
 from cudal1_tui.llm.stream import ChoiceState, apportion_usage, delta_parts
 
 POLL_S = 0.05
 OnChunk = Callable[[int, str, str], None]
+OnNotice = Callable[[str], None]
 
 
 @dataclass
@@ -37,23 +40,23 @@ class Job:
 
     slots: list[int]
     stream: Any = None  # openai.Stream[ChatCompletionChunk] once opened
-    attempts: int = 0
     opened: bool = False
     usage: Usage | None = None
+    chunks: int = 0  # chunks received
 
     @property
     def n(self) -> int:
         return len(self.slots)
 
 
-Opener = Callable[[Job, threading.Event], Any]
+Opener = Callable[[Job, threading.Event, OnNotice], Any]
 
 
 @dataclass
 class RunContext:
     """What a run needs from the client."""
 
-    open_stream: Opener  # sends the request (with retries); returns the openai Stream
+    open_stream: Opener  # sends the request (with retries, notices); returns the Stream
     base_url: str
     model: str
     read_timeout_s: float
@@ -67,6 +70,7 @@ class StreamRun:
     use_api_n: bool
     on_chunk: OnChunk | None
     cancel: threading.Event
+    on_notice: OnNotice | None = None  # waits and retries, said in words
     n_rejected: bool = False  # the server does not honour n > 1 (read by the client)
     _events: queue.Queue[tuple[str, Job, Any]] = field(default_factory=queue.Queue)
     _abort: threading.Event = field(default_factory=threading.Event)
@@ -99,6 +103,10 @@ class StreamRun:
                 kind, job, payload = self._events.get(timeout=POLL_S)
             except queue.Empty:
                 continue
+            if kind == "notice":
+                if self.on_notice is not None:
+                    self.on_notice(payload)
+                continue
             if kind != "chunk":
                 self._active -= 1
             if not self._owner_of(job):
@@ -120,6 +128,7 @@ class StreamRun:
             self.on_chunk(slot, kind, text)
 
     def _on_chunk(self, job: Job, chunk: ChatCompletionChunk) -> None:
+        job.chunks += 1
         if chunk.usage is not None:
             job.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
         for choice in chunk.choices:
@@ -137,16 +146,19 @@ class StreamRun:
     def _on_error(self, job: Job, exc: Exception) -> None:
         if isinstance(exc, ModelCancelled):
             raise ModelCancelled(self._completions())
-        if isinstance(exc, openai.BadRequestError) and job.n > 1 and not job.opened:
+        refused = isinstance(exc, ServerError) and exc.status == 400
+        if refused and job.n > 1 and not job.opened:
             self.n_rejected = True
             self._launch([[slot] for slot in job.slots])
             return
         if job.opened:
-            raise self._cut(job, _reason(exc, self.context.read_timeout_s))
-        raise to_model_error(exc, base_url=self.context.base_url, model=self.context.model,
-                             attempts=job.attempts, read_timeout_s=self.context.read_timeout_s)
+            raise self._cut(job, self._reason(exc))
+        raise diagnose(exc, base_url=self.context.base_url, model=self.context.model)
 
     def _on_end(self, job: Job) -> None:
+        if not job.chunks:
+            raise not_openai(self.context.base_url, 200, "no server-sent events (no `data:` "
+                             "lines) in a text/event-stream body", "")
         states = [self._states[slot] for slot in job.slots]
         unseen = [s.index for s in states if not s.seen]
         if job.n > 1 and unseen and len(unseen) < job.n:
@@ -157,8 +169,21 @@ class StreamRun:
 
     def _cut(self, job: Job, reason: str) -> StreamCut:
         chars = sum(self._states[slot].chars for slot in job.slots)
-        return StreamCut(f"the model stream from {self.context.base_url} was cut after "
-                         f"{chars} chars: {reason}", partial=self._completions(), chars=chars)
+        return StreamCut(reason, base_url=self.context.base_url, partial=self._completions(),
+                         chars=chars)
+
+    def _reason(self, exc: Exception) -> str:
+        """Why an opened stream stopped, in words."""
+        if isinstance(exc, ServerError):
+            return exc.message
+        if isinstance(exc, json.JSONDecodeError):
+            return bad_chunk(self.context.base_url, exc.doc).message
+        if isinstance(exc, openai.APITimeoutError):
+            return f"no data for {self.context.read_timeout_s:g} s (request_timeout_s)"
+        if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
+            return f"the server reported an error mid-stream: {exc.message}"
+        cause = exc.__cause__ or exc.__context__
+        return f"the connection dropped ({type(exc).__name__}: {cause or exc})"
 
     def _completions(self) -> list[Completion]:
         out: list[Completion] = []
@@ -183,17 +208,31 @@ class StreamRun:
 
     def _read(self, job: Job) -> None:
         try:
-            job.stream = self.context.open_stream(job, self._abort)
+            job.stream = self.context.open_stream(
+                job, self._abort, lambda text: self._events.put(("notice", job, text)))
             job.opened = True
             for chunk in job.stream:
                 if self._abort.is_set():
                     return
+                self._check_shape(chunk)
                 self._events.put(("chunk", job, chunk))
             self._events.put(("end", job, None))
         except Exception as exc:
             self._events.put(("error", job, exc))
         finally:
             _close(job.stream)
+
+    def _check_shape(self, chunk: Any) -> None:
+        choices = getattr(chunk, "choices", None)
+        if isinstance(choices, list) and all(
+                isinstance(getattr(c, "index", None), int) and getattr(c, "delta", None)
+                is not None for c in choices):
+            return
+        try:
+            raw = json.dumps(chunk.model_dump(exclude_none=True))
+        except Exception:
+            raw = repr(chunk)
+        raise bad_chunk(self.context.base_url, raw)
 
     def _stop_readers(self) -> None:
         self._abort.set()
@@ -207,9 +246,3 @@ def _close(stream: Any) -> None:
     with contextlib.suppress(Exception):
         stream.close()
 
-
-def _reason(exc: Exception, read_timeout_s: float) -> str:
-    if isinstance(exc, openai.APITimeoutError):
-        return f"no data for {read_timeout_s:g} s"
-    cause = exc.__cause__ or exc.__context__
-    return f"{type(exc).__name__}: {cause or exc}"

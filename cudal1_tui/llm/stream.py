@@ -123,8 +123,15 @@ class ChoiceState:
         first = self.first_token_at - self.started if self.first_token_at is not None else None
         return Completion(index=self.index, content=content, reasoning=reasoning,
                           finish_reason=self.finish_reason, usage=usage, elapsed_s=elapsed,
-                          tokens_per_s=usage.completion_tokens / elapsed,
+                          tokens_per_s=self.decode_rate(usage.completion_tokens, end),
                           model=self.model or default_model, first_token_s=first)
+
+    def decode_rate(self, tokens: int, end: float) -> float:
+        """Tokens per second after the first one: the time queued and prefilling in the server
+        (``first_token_s``) is not generation; 0.0 when there is nothing to measure."""
+        if self.first_token_at is None or tokens < 2 or end <= self.first_token_at:
+            return 0.0
+        return (tokens - 1) / (end - self.first_token_at)
 
 
 def apportion_usage(states: list[ChoiceState], prompt_tokens: int,

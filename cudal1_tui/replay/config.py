@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from cudal1_tui.replay.quirks import QUIRKS, Quirk
 from cudal1_tui.replay.source import Reply
 
 ReasoningStyle = Literal["reasoning", "reasoning_content", "think", "none"]
@@ -49,6 +50,12 @@ class ReplayConfig:
     length_requests: tuple[int, ...] = ()
     reject_n: bool = False  # answer n > 1 with HTTP 400, as llama.cpp does
     ignore_n: bool = False  # answer one choice whatever n says, as Ollama does
+    quirk: Quirk = "none"  # answer chat requests as a not-quite-OpenAI server (replay.quirks)
+    quirk_requests: tuple[int, ...] = ()  # the chat requests the quirk hits; empty: all
+    retry_after: str = ""  # the Retry-After header of the rate_limit quirk (seconds or a date)
+    api_key: str = ""  # when set, requests without "Authorization: Bearer <api_key>" get 401
+    reject_stream_options: bool = False  # answer stream_options with HTTP 400 (older servers)
+    models_status: int = 200  # answer /v1/models with this status (500: as transformers serve)
 
     def validate(self) -> None:
         if self.reasoning_style not in REASONING_STYLES:
@@ -58,6 +65,8 @@ class ReplayConfig:
         for name in ("fail_rate", "cut_rate", "hang_rate", "length_rate", "cut_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
+        if self.quirk not in QUIRKS:
+            raise ValueError(f"quirk must be one of {QUIRKS}")
         if self.latency_s < 0 or self.hang_s < 0:
             raise ValueError("latency_s and hang_s must not be negative")
 
@@ -70,6 +79,7 @@ class Faults:
     cut: bool = False
     hang: bool = False
     length: bool = False
+    quirk: Quirk = "none"
 
 
 def faults_for(config: ReplayConfig, number: int) -> Faults:
@@ -85,4 +95,6 @@ def faults_for(config: ReplayConfig, number: int) -> Faults:
         cut=fires(config.cut_requests, config.cut_rate, draws[1]),
         hang=fires(config.hang_requests, config.hang_rate, draws[2]),
         length=fires(config.length_requests, config.length_rate, draws[3]),
+        quirk=config.quirk if not config.quirk_requests or number in config.quirk_requests
+        else "none",
     )

@@ -46,6 +46,7 @@ class ChatRequest:
     n: int
     max_tokens: int | None
     include_usage: bool
+    has_stream_options: bool = False
 
 
 def _int_field(data: dict[str, Any], name: str, low: int, high: int | None) -> int | None:
@@ -96,6 +97,7 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         n=_int_field(data, "n", 1, MAX_N) or 1,
         max_tokens=max_tokens or _int_field(data, "max_tokens", 1, None),
         include_usage=bool(options.get("include_usage", False)),
+        has_stream_options="stream_options" in data,
     )
 
 

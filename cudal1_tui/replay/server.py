@@ -37,6 +37,7 @@ from cudal1_tui.replay.protocol import (
     stream_pieces,
     usage_dict,
 )
+from cudal1_tui.replay.quirks import STREAM_QUIRKS, answer, stream_quirk_event
 from cudal1_tui.replay.source import ReplyBook, load_replies
 
 MAX_BODY = 32 * 1024 * 1024
@@ -69,6 +70,7 @@ class ReplayApp:
         self.model = config.model or book.model or DEFAULT_MODEL
         self.stop = threading.Event()
         self.requests: list[RequestLog] = []
+        self.client_left: list[int] = []  # requests whose client went away mid-stream
         self._log = log
         self._counter = itertools.count(1)
         self._lock = threading.Lock()
@@ -81,7 +83,8 @@ class ReplayApp:
         with self._lock:
             self.requests.append(entry)
         if self._log:
-            problems = [name for name, on in vars(entry.faults).items() if on]
+            problems = [name for name, on in vars(entry.faults).items()
+                        if on and on != "none"]
             extra = f" faults={','.join(problems)}" if problems else ""
             self._log(f"#{entry.number} {entry.model} n={entry.n} stream={entry.stream} "
                       f"-> {entry.status}{extra}")
@@ -104,7 +107,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
-        if path in {"/v1/models", "/models"}:
+        if not self._authorized() or self._quirk_answered(faults_for(self.app.config, 0)):
+            return
+        if path in {"/v1/models", "/models"} and self.app.config.models_status != 200:
+            self.send_raw(self.app.config.models_status, "text/plain; charset=utf-8",
+                          b"Internal Server Error")
+        elif path in {"/v1/models", "/models"}:
             data = [{"id": self.app.model, "object": "model", "created": 0,
                      "owned_by": "cudal1-replay"}]
             self._send_json(200, {"object": "list", "data": data})
@@ -121,6 +129,16 @@ class _Handler(BaseHTTPRequestHandler):
             return
         number = self.app.next_number()
         faults = faults_for(self.app.config, number)
+        if faults.quirk == "hang_headers" and not self.app.pause(self.app.config.hang_s):
+            return
+        if not self._authorized():
+            self._drain_body()
+            self._record(number, None, faults, 401)
+            return
+        if self._quirk_answered(faults):
+            self._drain_body()
+            self._record(number, None, faults, 0)
+            return
         request: ChatRequest | None = None
         try:
             request = self._read_request()
@@ -139,6 +157,34 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(envelope, request, plans, faults)
         else:
             self._complete(envelope, request, plans, faults)
+
+    def _authorized(self) -> bool:
+        """False (after answering 401 as vLLM does) when the API key is required and wrong."""
+        key = self.app.config.api_key
+        if not key or self.headers.get("Authorization", "") == f"Bearer {key}":
+            return True
+        self.send_raw(401, "application/json", json.dumps({"error": "Unauthorized"}).encode())
+        return False
+
+    def _quirk_answered(self, faults: Faults) -> bool:
+        """True when the request's quirk answered it whole (not OpenAI at all)."""
+        if faults.quirk in STREAM_QUIRKS or faults.quirk in {"none", "hang_headers"}:
+            return False
+        if faults.quirk == "drop":
+            self._cut()
+            return True
+        answer(faults.quirk, self, self.app.config.retry_after)
+        return True
+
+    def send_raw(self, status: int, content_type: str, body: bytes,
+                 headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
 
     def _record(self, number: int, request: ChatRequest | None, faults: Faults,
                 status: int) -> None:
@@ -159,6 +205,9 @@ class _Handler(BaseHTTPRequestHandler):
         if request.model != self.app.model:
             raise RequestError(404, f"The model `{request.model}` does not exist. Served: "
                                f"{self.app.model}", kind="NotFoundError", param="model")
+        if request.has_stream_options and self.app.config.reject_stream_options:
+            raise RequestError(400, "Unrecognized request argument supplied: stream_options",
+                               param="stream_options")
         if request.n > 1 and self.app.config.reject_n:
             raise RequestError(400, "Only one completion choice is allowed (n > 1)", param="n")
         if faults.fail:
@@ -171,12 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
                             request.max_tokens, faults.length) for i in range(request.n)]
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_raw(status, "application/json", json.dumps(payload).encode())
 
     def _complete(self, envelope: Envelope, request: ChatRequest, plans: list[ChoicePlan],
                   faults: Faults) -> None:
@@ -199,7 +243,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._stream_body(envelope, request, plans, faults)
         except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True  # the client went away (cancelled): nothing to do
+            self.close_connection = True  # the client went away (cancelled): stop generating
+            self.app.client_left.append(int(envelope.id.rsplit("-", 1)[-1]))
 
     def _stream_body(self, envelope: Envelope, request: ChatRequest, plans: list[ChoicePlan],
                      faults: Faults) -> None:
@@ -218,6 +263,8 @@ class _Handler(BaseHTTPRequestHandler):
             if not app.pause(pause):
                 return
             self._event(envelope.chunk([delta_choice(piece.index, piece_delta(piece, style))]))
+            if position == 0 and faults.quirk in STREAM_QUIRKS:
+                self._write_chunk(stream_quirk_event(faults.quirk))
         if faults.cut:  # a reply too short to cut inside: cut before the finish
             self._cut()
             return
@@ -266,6 +313,11 @@ class ReplayServer:
     @property
     def requests(self) -> list[RequestLog]:
         return list(self.app.requests)
+
+    @property
+    def client_left(self) -> list[int]:
+        """The chat requests (by number) whose client closed the stream before its end."""
+        return list(self.app.client_left)
 
     @property
     def base_url(self) -> str:

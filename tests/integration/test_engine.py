@@ -243,8 +243,9 @@ CRASHES = GOOD.replace("return a.unsqueeze(-1) * b", "return torch.mm(a, b)")
 
 
 def test_model_failures_are_reported_then_a_failure_is_repaired(tmp_path: Path) -> None:
-    """HTTP 500, then a stream cut mid-way: two errors, no record, the session goes on.
-    Then a reply that crashes at run time; the next round asks the model to repair it."""
+    """HTTP 500, then a stream cut mid-way: two errors, the cut reply's partial text recorded as
+    cut, the session goes on. Then a reply that crashes at run time; the next round asks the
+    model to repair it."""
     replies = (Reply(CRASHES, key="# Previous CUDA Implementations"),
                Reply(GOOD, key="# Failed Implementation"))
     config = ReplayConfig(replies=replies, fail_requests=(1,), cut_requests=(2,))
@@ -260,10 +261,13 @@ def test_model_failures_are_reported_then_a_failure_is_repaired(tmp_path: Path) 
             engine.close()
     errors = events.of(EngineError)
     assert len(errors) == 2 and all(e.fix and e.recoverable for e in errors)
-    assert [len(s.records) for s in summaries] == [0, 0, 1, 1]
-    crashed, repaired = records
-    assert crashed.status == "runtime_error" and crashed.round == 1
-    assert repaired.round == 2 and repaired.result["correct"]
+    assert [len(s.records) for s in summaries] == [0, 1, 1, 1]
+    cut, crashed, repaired = records
+    assert cut.status == "rejected" and cut.raw_response and cut.usage["cut"]
+    assert [f["code"] for f in cut.result["flags"]] == ["stream_cut"]
+    assert cut.round == 1 and "connection dropped" in cut.usage["cut"]
+    assert crashed.status == "runtime_error" and crashed.round == 2
+    assert repaired.round == 3 and repaired.result["correct"]
     assert [(e.record_id, e.role) for e in repaired.exemplars] == [(crashed.record_id, "repair")]
     prompt = repaired.prompt_messages[-1].content
     assert "# Failed Implementation" in prompt and "torch.mm(a, b)" in prompt

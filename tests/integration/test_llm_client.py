@@ -111,7 +111,7 @@ def test_unknown_model_names_the_served_ones(replay_server: Start) -> None:
     with pytest.raises(ModelError) as info:
         client_for(server, model="gpt-9").stream_chat(MESSAGES)
     assert "gpt-9" in info.value.message and server.model in info.value.message
-    assert info.value.fix
+    assert info.value.fix == f"pick a model the server lists: {server.model} (--model)"
 
 
 def test_server_down_says_what_to_do(closed_port_url: str) -> None:
@@ -119,8 +119,9 @@ def test_server_down_says_what_to_do(closed_port_url: str) -> None:
     with pytest.raises(ModelError) as info:
         client_for(closed_port_url).stream_chat(MESSAGES)
     assert time.monotonic() - started < 5
-    assert f"no model server at {closed_port_url}" in info.value.message
-    assert "OPENAI_BASE_URL" in info.value.fix and "built-in proposer" in info.value.fix
+    assert info.value.message == f"no model server at {closed_port_url} (connection refused)"
+    assert info.value.fix.startswith("start one (vLLM: `vllm serve MODEL`")
+    assert "OPENAI_BASE_URL" in info.value.fix
 
 
 def test_a_500_is_retried_then_succeeds(replay_server: Start, replay_replies: Replies) -> None:
@@ -227,3 +228,22 @@ def test_base_url_is_normalized_and_checked() -> None:
     assert normalize_base_url("http://h:11434/v1/") == "http://h:11434/v1"
     with pytest.raises(ModelError):
         normalize_base_url("localhost:8000")
+
+
+def test_cancel_and_close_end_the_request_on_the_server(replay_server: Start) -> None:
+    """Cancelling closes the connection: the server sees its client leave (and stops)."""
+    server = replay_server(latency_s=0.05, chunk_chars=4)
+    cancel = threading.Event()
+    with pytest.raises(ModelCancelled):
+        client_for(server).stream_chat(MESSAGES, on_chunk=lambda *_: cancel.set(), cancel=cancel)
+    deadline = time.monotonic() + 3
+    while not server.client_left and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.client_left == [1]
+    client = client_for(server)
+    threading.Timer(0.3, client.close).start()  # the app exits mid-stream
+    with pytest.raises(ModelError):
+        client.stream_chat(MESSAGES)
+    while len(server.client_left) < 2 and time.monotonic() < deadline + 3:
+        time.sleep(0.02)
+    assert server.client_left == [1, 2]
