@@ -37,6 +37,7 @@ class Confinement:
     layers: dict[str, str] = field(default_factory=dict)  # layer -> what is active
     missing: dict[str, str] = field(default_factory=dict)  # layer -> why it is not
     private: tuple[str, ...] = ()
+    writable: tuple[str, ...] = ()  # the first layer's dirs
     landlocked: bool = False
 
     def summary(self) -> str:
@@ -64,7 +65,8 @@ def apply(writable: list[str], *, private: list[str], layers: str = "auto") -> C
     ``layers``: ``auto``; ``mountns`` (skip landlock, for tests of the fallback); ``bwrap``
     (the parent wrapped the child already); ``off``."""
     global _STATE
-    state = Confinement(private=tuple(os.path.realpath(p) for p in private))
+    state = Confinement(private=tuple(os.path.realpath(p) for p in private),
+                        writable=tuple(os.path.realpath(p) for p in writable))
     if layers == "off":
         state.missing["sandbox"] = "turned off by the parent"
         _STATE = state
@@ -184,11 +186,16 @@ def _filesystem(state: Confinement, writable: list[str], *, use_landlock: bool) 
 
 
 def narrow_writes(dirs: list[str]) -> str:
-    """Stack a narrower landlock layer (``dirs`` plus the private dirs and ``/dev``) on the
-    calling thread; "" when done, else why not (not confined by landlock here)."""
+    """Stack a narrower landlock layer on the calling thread: ``dirs`` instead of the first
+    layer's dirs that contain them (the whole build cache becomes this candidate's own build
+    dir); the others (private dirs, an exchange dir, ``/dev``) stay. "" when done, else why
+    not (not confined by landlock here)."""
     if _STATE is None or not _STATE.landlocked:
         return "not landlocked"
-    done, why = landlock.restrict_writes([*dirs, *_STATE.private, "/dev"], network=False)
+    real = [os.path.realpath(d) for d in dirs]
+    kept = [w for w in _STATE.writable if not any(d.startswith(w + os.sep) for d in real)]
+    done, why = landlock.restrict_writes([*real, *kept, *_STATE.private, "/dev"],
+                                         network=False)
     if done:
         _STATE.layers["files"] += f"; narrowed to {len(dirs)} dirs of its own"
         return ""
