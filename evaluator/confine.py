@@ -157,9 +157,7 @@ def _separate_uid(state: Confinement, owned: list[str]) -> None:
         return
     try:
         for top in owned:
-            for root, dirs, files in os.walk(top):
-                for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
-                    os.lchown(name, SANDBOX_UID, SANDBOX_UID)
+            _hand_over(Path(top))
         os.setgroups([])
         os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
         os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
@@ -167,6 +165,18 @@ def _separate_uid(state: Confinement, owned: list[str]) -> None:
         state.missing["separate uid"] = f"cannot switch to uid {SANDBOX_UID}: {exc}"
         return
     state.layers["uid"] = f"uid {SANDBOX_UID} (nobody)"
+
+
+def _hand_over(path: Path) -> None:
+    """chown -R to the sandbox uid, skipping subtrees already handed over (a build cache is
+    walked once, not at every child start)."""
+    info = path.lstat()
+    if info.st_uid == SANDBOX_UID:
+        return
+    os.lchown(path, SANDBOX_UID, SANDBOX_UID)
+    if stat.S_ISDIR(info.st_mode):
+        for child in path.iterdir():
+            _hand_over(child)
 
 
 def _filesystem(state: Confinement, writable: list[str], *, use_landlock: bool) -> None:
