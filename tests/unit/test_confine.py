@@ -133,3 +133,31 @@ def test_narrowing_keeps_unrelated_dirs_and_drops_the_cache_root(tmp_path: Path)
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["own"] == "written" and found["other"] == "written"
     assert found["cache"] != "written"
+
+
+SPAWN = """
+import sys
+from evaluator.startup_check import child_start
+child_start("/nonexistent/job.json")  # no config: only site, as a child started by hand
+import multiprocessing as mp
+def probe(q):
+    import pytest
+    q.put(pytest.__name__)
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=probe, args=(q,))
+    p.start()
+    print(q.get(timeout=60))
+    p.join()
+"""
+
+
+def test_children_started_with_dash_s_still_find_site_packages(tmp_path: Path) -> None:
+    """A child runs ``python -S``; multiprocessing's spawn passes ``-S`` on to its children."""
+    script = tmp_path / "spawn_probe.py"
+    script.write_text(SPAWN)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-S", str(script)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.stdout.strip().endswith("pytest"), done.stderr[-2000:]
