@@ -37,6 +37,7 @@ class Confinement:
     layers: dict[str, str] = field(default_factory=dict)  # layer -> what is active
     missing: dict[str, str] = field(default_factory=dict)  # layer -> why it is not
     private: tuple[str, ...] = ()
+    writable: tuple[str, ...] = ()  # the first layer's dirs
     landlocked: bool = False
 
     def summary(self) -> str:
@@ -64,7 +65,8 @@ def apply(writable: list[str], *, private: list[str], layers: str = "auto") -> C
     ``layers``: ``auto``; ``mountns`` (skip landlock, for tests of the fallback); ``bwrap``
     (the parent wrapped the child already); ``off``."""
     global _STATE
-    state = Confinement(private=tuple(os.path.realpath(p) for p in private))
+    state = Confinement(private=tuple(os.path.realpath(p) for p in private),
+                        writable=tuple(os.path.realpath(p) for p in writable))
     if layers == "off":
         state.missing["sandbox"] = "turned off by the parent"
         _STATE = state
@@ -155,9 +157,7 @@ def _separate_uid(state: Confinement, owned: list[str]) -> None:
         return
     try:
         for top in owned:
-            for root, dirs, files in os.walk(top):
-                for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
-                    os.lchown(name, SANDBOX_UID, SANDBOX_UID)
+            _hand_over(Path(top))
         os.setgroups([])
         os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
         os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
@@ -165,6 +165,18 @@ def _separate_uid(state: Confinement, owned: list[str]) -> None:
         state.missing["separate uid"] = f"cannot switch to uid {SANDBOX_UID}: {exc}"
         return
     state.layers["uid"] = f"uid {SANDBOX_UID} (nobody)"
+
+
+def _hand_over(path: Path) -> None:
+    """chown -R to the sandbox uid, skipping subtrees already handed over (a build cache is
+    walked once, not at every child start)."""
+    info = path.lstat()
+    if info.st_uid == SANDBOX_UID:
+        return
+    os.lchown(path, SANDBOX_UID, SANDBOX_UID)
+    if stat.S_ISDIR(info.st_mode):
+        for child in path.iterdir():
+            _hand_over(child)
 
 
 def _filesystem(state: Confinement, writable: list[str], *, use_landlock: bool) -> None:
@@ -184,11 +196,16 @@ def _filesystem(state: Confinement, writable: list[str], *, use_landlock: bool) 
 
 
 def narrow_writes(dirs: list[str]) -> str:
-    """Stack a narrower landlock layer (``dirs`` plus the private dirs and ``/dev``) on the
-    calling thread; "" when done, else why not (not confined by landlock here)."""
+    """Stack a narrower landlock layer on the calling thread: ``dirs`` instead of the first
+    layer's dirs that contain them (the whole build cache becomes this candidate's own build
+    dir); the others (private dirs, an exchange dir, ``/dev``) stay. "" when done, else why
+    not (not confined by landlock here)."""
     if _STATE is None or not _STATE.landlocked:
         return "not landlocked"
-    done, why = landlock.restrict_writes([*dirs, *_STATE.private, "/dev"], network=False)
+    real = [os.path.realpath(d) for d in dirs]
+    kept = [w for w in _STATE.writable if not any(d.startswith(w + os.sep) for d in real)]
+    done, why = landlock.restrict_writes([*real, *kept, *_STATE.private, "/dev"],
+                                         network=False)
     if done:
         _STATE.layers["files"] += f"; narrowed to {len(dirs)} dirs of its own"
         return ""

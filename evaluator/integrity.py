@@ -14,8 +14,12 @@ Call order in the worker:
     flags += guard.findings()                # threads, streams, audit events, late patches
     changed = diff_settings(settings0, snapshot_settings()); restore_settings(settings0)
 
-The pieces live in ``evaluator.guard`` (audit hook, threads, streams) and
-``evaluator.snapshots`` (library identities, global settings); this module is the contract.
+The pieces live in ``evaluator.guard`` (audit hook, threads, streams; blame by origin in
+``evaluator.origin``), ``evaluator.snapshots`` (library identities, global settings) and
+``evaluator.native_state`` (dispatcher kernels, mode stacks, global hooks, autocast, signals,
+timers, affinity, niceness, carried in ``GlobalsSnapshot.native``); this module is the
+contract. The OS sandbox (``evaluator.confine``) is applied when the child starts; installing
+the guards narrows its writable dirs to the candidate's own.
 """
 
 from __future__ import annotations

@@ -92,6 +92,15 @@ def write_config(root: Path, *, writable: list[str], private: list[str], layers:
     (root / CONFIG_NAME).write_text(json.dumps(config), encoding="utf-8")
 
 
+def _site_dirs_for_children() -> None:
+    """Python processes this child starts with its interpreter flags (multiprocessing's spawn
+    and forkserver pass ``-S`` on) still find site-packages."""
+    extra = [d for d in site.getsitepackages() if d not in os.environ.get("PYTHONPATH", "")]
+    if extra:
+        current = os.environ.get("PYTHONPATH", "")
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [current, *extra]))
+
+
 def child_start(job_path: str) -> None:
     """First thing in a child started with ``python -S``: check, run ``site``, confine.
 
@@ -110,6 +119,7 @@ def child_start(job_path: str) -> None:
             os._exit(EXIT_SETUP)
     if sys.flags.no_site:
         site.main()
+        _site_dirs_for_children()
     if config:
         from evaluator import confine
 

@@ -99,3 +99,65 @@ def test_startup_record_names_what_changed(tmp_path: Path) -> None:
     problems = startup_check.differences(recorded)
     assert any("a.pth was changed" in p for p in problems)
     assert any("sitecustomize.py was added" in p for p in problems)
+
+
+NARROW = """
+import json, os, sys
+from evaluator import confine
+cache, other = sys.argv[1], sys.argv[2]
+confine.apply([cache, other], private=[])
+own = os.path.join(cache, "own")
+os.makedirs(own, exist_ok=True)
+confine.narrow_writes([own])
+def attempt(path):
+    try:
+        with open(path, "w") as fh:
+            fh.write("x")
+        return "written"
+    except OSError as exc:
+        return exc.strerror
+print(json.dumps({name: attempt(os.path.join(d, "f")) for name, d in
+                  (("own", own), ("cache", cache), ("other", other))}))
+"""
+
+
+def test_narrowing_keeps_unrelated_dirs_and_drops_the_cache_root(tmp_path: Path) -> None:
+    if not landlock.abi_version()[0]:
+        pytest.skip(landlock.abi_version()[1])
+    cache, other = tmp_path / "cache", tmp_path / "exchange"
+    cache.mkdir()
+    other.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", NARROW, str(cache), str(other)],
+                          capture_output=True, text=True, env=env, timeout=60, check=True)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["own"] == "written" and found["other"] == "written"
+    assert found["cache"] != "written"
+
+
+SPAWN = """
+import sys
+from evaluator.startup_check import child_start
+child_start("/nonexistent/job.json")  # no config: only site, as a child started by hand
+import multiprocessing as mp
+def probe(q):
+    import pytest
+    q.put(pytest.__name__)
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=probe, args=(q,))
+    p.start()
+    print(q.get(timeout=60))
+    p.join()
+"""
+
+
+def test_children_started_with_dash_s_still_find_site_packages(tmp_path: Path) -> None:
+    """A child runs ``python -S``; multiprocessing's spawn passes ``-S`` on to its children."""
+    script = tmp_path / "spawn_probe.py"
+    script.write_text(SPAWN)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-S", str(script)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.stdout.strip().endswith("pytest"), done.stderr[-2000:]
