@@ -127,6 +127,8 @@ class Result:
     status: Status
     correct: bool = False
     speedup: float | None = None
+    speedup_strict: float | None = None
+    precision: dict[str, Any] = field(default_factory=dict)
     reward: float = 0.0
     reward_formula: str = "clipped_speedup"
     reward_params: dict[str, float] = field(default_factory=dict)
