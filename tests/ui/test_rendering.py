@@ -66,7 +66,7 @@ def test_formats_of_records() -> None:
     assert source_text("builtin:inplace_ops") == "⚙ inplace_ops"
     longest = source_text("builtin:torch-compile-max-autotune-no-cudagraphs")
     assert longest == "⚙ compile autotune-no-cg"
-    assert len(longest) <= dict((k, w) for k, _, w in COLUMNS)["source"]
+    assert len(longest) <= {c.key: c.width for c in COLUMNS}["source"]
     assert max_error(records["r1s1"].result) == 2.4e-7 * 3
     assert max_error(records["r2s0"].result) is None
     assert record_flags(records["r2s1"]) == ["input_mutation"]

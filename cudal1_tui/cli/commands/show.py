@@ -11,6 +11,7 @@ from rich.table import Table
 
 from cudal1_tui.cli.commands.sessions import speed
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
+from cudal1_tui.cli.session_refs import resolve_ref
 from cudal1_tui.config import sessions_dir
 from cudal1_tui.store import Session
 from cudal1_tui.store.measure import flag_codes
@@ -89,7 +90,8 @@ def _print(console: Console, session: Session) -> None:
 
 def run(args: argparse.Namespace) -> int:
     root = sessions_dir(settings_from_args(args).settings)
-    with Session.open(args.session, root, readonly=True) as session:
+    ref = resolve_ref(args.session, root)
+    with Session.open(ref, root, readonly=True) as session:
         if args.json:
             print(json.dumps(_as_json(session), indent=2))
         else:
