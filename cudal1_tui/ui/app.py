@@ -241,6 +241,7 @@ class CudaL1App(SessionView):
 
     # ── quitting ────────────────────────────────────────────────────────────
     async def action_quit(self) -> None:
+        self._remember_session()
         if self.quitting or self.runner.engine is None:
             self.exit(0)
             return
@@ -255,6 +256,12 @@ class CudaL1App(SessionView):
                              confirmed)
             return
         self._close()
+
+    def _remember_session(self) -> None:
+        """What the exit line names: a session that holds at least one candidate."""
+        engine = self.runner.engine
+        if engine is not None and engine.session_path and self.query_one(VariantTable).records:
+            self.closed_session = (engine.session_id, str(engine.session_path))
 
     def _close(self) -> None:
         self.quitting = True

@@ -97,6 +97,7 @@ class SessionView(App[int]):
         self.retry: Callable[[], object] | None = None
         self._logged: set[str] = set()
         self.quitting = False
+        self.closed_session: tuple[str, str] | None = None  # (id, path) for the exit line
         self.round_running = False
         self._select_best = False  # a round just finished: move to its fastest row
         self.log_history: list[str] = []  # what the Logs tab shows, as plain text
