@@ -156,7 +156,7 @@ class CudaL1App(SessionView):
             if changes:
                 self.apply_settings(changes)
 
-        self.push_screen(SettingsScreen(current), saved)
+        self.push_screen(SettingsScreen(current, self.config_path), saved)
 
     @work(thread=True, group="engine", exit_on_error=False)
     def apply_settings(self, changes: dict[str, Any]) -> None:
@@ -168,7 +168,17 @@ class CudaL1App(SessionView):
         for name, value in changes.items():
             setattr(self.settings, name, value)
         summary = ", ".join(f"{k}={v}" for k, v in changes.items())
-        self.call_from_thread(self.notify, summary, title="settings saved")
+        where = "this session only (no config file)"
+        if self.config_path is not None:
+            from cudal1_tui.config.saving import save_settings
+
+            try:
+                where = f"saved to {save_settings(self.config_path, changes)}"
+            except Exception as exc:
+                self.call_from_thread(self.report_error, exc, None)
+                where = "this session only (the config file could not be written)"
+        self.call_from_thread(self.log_line, f"settings: {summary}; {where}")
+        self.call_from_thread(self.notify, f"{summary}\n{where}", title="settings applied")
 
     def action_export(self) -> None:
         engine = self.runner.engine

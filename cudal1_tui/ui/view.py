@@ -74,11 +74,13 @@ class SessionView(App[int]):
         measure_startup: bool = False,
         autostart: bool = True,
         display_options: DisplayOptions | None = None,
+        config_path: Path | None = None,
     ) -> None:
         super().__init__()
         self._started = time.perf_counter()
         self.problem_path = problem_path
         self.settings = settings
+        self.config_path = config_path  # where settings changed in the app are saved; None: not
         self._resume = resume
         self.runner = EngineRunner(
             engine_factory or real_engine_factory(settings, sizes), self._emit

@@ -75,11 +75,15 @@ async def test_round_accept_undo_reject_and_quit_saves(problem_file: Path,
 async def test_settings_and_export_reach_the_engine_and_the_store(
     problem_file: Path, settings: Settings, tmp_path: Path
 ) -> None:
-    app = CudaL1App(problem_file, settings)
+    config = tmp_path / "config" / "config.toml"
+    config.parent.mkdir()
+    config.write_text("# mine\ntemperature = 0.7\n\n[keys]\nhelp = \"question_mark\"\n")
+    app = CudaL1App(problem_file, settings, config_path=config)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: _ready(app), "the session to open")
         await pilot.press("s")
         assert isinstance(app.screen, SettingsScreen)
+        assert f"saved to {config}" in plain(app.screen.query_one("#settings-where", Static))
         app.screen.query_one("#set-temperature", Input).value = "9"
         await pilot.click("#settings-save")
         assert "out of range" in plain(app.screen.query_one("#settings-error", Static))
@@ -92,6 +96,13 @@ async def test_settings_and_export_reach_the_engine_and_the_store(
         await wait_until(pilot, lambda: engine.settings.temperature == 0.25,
                          "the engine's settings")
         assert engine.settings.candidates_per_round == 3
+        # the change persists: the config file says so, its comment and table kept
+        from cudal1_tui.config import load_settings
+
+        await wait_until(pilot, lambda: "0.25" in config.read_text(), "the config file")
+        saved = load_settings(env={}, config_path=config).settings
+        assert (saved.temperature, saved.candidates_per_round) == (0.25, 3)
+        assert config.read_text().startswith("# mine\n")
 
         await pilot.press("e")
         assert isinstance(app.screen, ExportScreen)

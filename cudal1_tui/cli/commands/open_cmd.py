@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"fix the file (`cudal1-tui inspect {path}` shows the expected format)",
               file=sys.stderr)
         return BROKEN_FILE
-    settings = settings_from_args(args).settings
+    effective = settings_from_args(args)
+    settings = effective.settings
     resume = args.resume
     if resume is not None:
         resume = resolve_ref(resume, sessions_dir(settings), problem=path.stem)
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from cudal1_tui.ui.app import CudaL1App
 
     app = CudaL1App(path.resolve(), settings, resume=resume, sizes=args.sizes,
-                    measure_startup=args.measure_startup)
+                    measure_startup=args.measure_startup, config_path=effective.config_path)
     code = app.run(headless=args.measure_startup)
     if args.measure_startup:
         print(f"first frame: {app.first_frame_ms:.0f} ms after the app was built "
