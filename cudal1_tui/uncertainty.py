@@ -9,6 +9,7 @@ Timing keys are the evaluator's: ``reference`` (eager, timed beside the candidat
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -87,3 +88,17 @@ def precision_text(result: Mapping[str, Any], speedup: float | None) -> str:
     if isinstance(strict, int | float) and math.isfinite(strict):
         text += f" ({strict:.2f}× strict fp32)"
     return text
+
+
+def machine_busy(load: float | None = None, cores: int | None = None) -> str:
+    """A sentence when the machine's load (1-minute average) exceeds its cores, else ""."""
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:  # not available on this platform
+            return ""
+    cores = cores or os.cpu_count() or 1
+    if load <= cores:
+        return ""
+    return (f"the machine is busy (load {load:.1f} on {cores} cores): timings are noisier "
+            "than usual")

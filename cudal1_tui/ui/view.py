@@ -35,6 +35,7 @@ from cudal1_tui.ui.widgets.header import HeaderBar, HeaderInfo
 from cudal1_tui.ui.widgets.output import ModelOutput
 from cudal1_tui.ui.widgets.progress import ProgressStrip
 from cudal1_tui.ui.widgets.variants import VariantTable
+from cudal1_tui.uncertainty import machine_busy
 
 F = TypeVar("F", bound=Callable[..., None])
 
@@ -287,6 +288,10 @@ class SessionView(App[int]):
                         best_speedup=event.best_speedup or self.header_info.best_speedup)
         self._select_best = True
         self.refresh_records()
+        busy = machine_busy()
+        if busy:
+            self.log_line(f"warning: {busy}")
+            self.notify(busy, severity="warning")
 
     def _event_EngineError(self, event: ev.EngineError) -> None:
         # no model while the built-in proposer runs is the documented default, not a failure

@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from cudal1_tui.uncertainty import interval_text, machine_busy, noise_warning, precision_text
 from evaluator.launch import evaluate
 from evaluator.schema import Flag, Job, Result
 
@@ -130,9 +131,15 @@ def judge(job: Job, console: Console | None = None) -> Result:
 
 def _print_summary(result: Result, console: Console) -> None:
     colour = "green" if result.ok else "red"
-    speed = f"{result.speedup:.3g}x" if result.speedup else "-"
+    stored = result.to_dict()
+    speed = precision_text(stored, result.speedup) if result.speedup else "-"
+    interval = interval_text(stored)
+    speed += f" (p10–p90 {interval})" if interval else ""
     console.print(f"[bold {colour}]{result.status}[/]  speedup {speed}  reward "
                   f"{result.reward:.3g} ({result.reward_formula})", highlight=False)
+    for warning in (noise_warning(stored), machine_busy()):
+        if warning:
+            console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if result.message:
         console.print(result.message, highlight=False, markup=False)
     if result.timing:
