@@ -30,6 +30,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "export": "e",
     "open_session": "o",
     "cancel": "escape",
+    "cancel_round": "X",
     "help": "question_mark",
     "quit": "q",
 }

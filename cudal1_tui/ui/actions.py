@@ -42,8 +42,11 @@ ACTIONS: tuple[Action, ...] = (
     Action("settings", "s", "settings", "settings", "change settings for this session"),
     Action("export", "e", "export", "export", "export the session as training data or a module"),
     Action("open_session", "o", "open_session", "open", "open a past session"),
-    Action("cancel", "escape", "cancel", "cancel round", "cancel the running round (finished "
-           "candidates are kept)", True),
+    Action("cancel", "escape", "cancel", "cancel slot",
+           "stop the model reply shown in Model output (the round goes on); with none "
+           "streaming, cancel the round", True),
+    Action("cancel_round", "X", "cancel_round", "cancel round",
+           "cancel the whole running round (finished candidates are kept)"),
     Action("help", "question_mark", "help", "help", "every key and what it does", True),
     Action("quit", "q", "quit", "quit", "save and quit (asks first while a round runs)", True),
 )

@@ -23,6 +23,7 @@ from cudal1_tui.ui.screens.rounds import RoundsScreen
 from cudal1_tui.ui.screens.settings import FIELDS, SettingsScreen
 from cudal1_tui.ui.view import DIFF_BASES, SessionView
 from cudal1_tui.ui.widgets.detail import DetailPane
+from cudal1_tui.ui.widgets.output import ModelOutput
 from cudal1_tui.ui.widgets.variants import VariantTable, accept_doubts
 
 if TYPE_CHECKING:  # the store's listing and export load gitpython: only when first used
@@ -55,6 +56,14 @@ class CudaL1App(SessionView):
         self.push_screen(RoundsScreen(), chosen)
 
     def action_cancel(self) -> None:
+        live = self.query_one(ModelOutput).live
+        if live is not None and self.runner.cancel_slot(live[1]):
+            self.set_status(f"stopped slot {live[0]}.{live[1]}; the round goes on "
+                            "(X cancels the round)")
+            return
+        self.action_cancel_round()
+
+    def action_cancel_round(self) -> None:
         if self.runner.cancel():
             self.set_status("cancelling the running stage…")
         else:

@@ -73,6 +73,11 @@ class EngineRunner:
         engine.cancel()
         return True
 
+    def cancel_slot(self, slot: int) -> bool:
+        """Stop one model slot's stream of the running round; thread-safe like ``cancel``."""
+        engine = self._engine
+        return engine is not None and self.busy and engine.cancel_slot(slot)
+
     def close(self) -> None:
         self.cancel()
         with self._lock:

@@ -21,6 +21,7 @@ from cudal1_tui.ui.screens.sessions import SessionsScreen
 from cudal1_tui.ui.screens.settings import SettingsScreen
 from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.detail import DetailPane
+from cudal1_tui.ui.widgets.output import ModelOutput
 from cudal1_tui.ui.widgets.variants import VariantTable
 
 
@@ -115,7 +116,8 @@ async def test_settings_and_export_reach_the_engine_and_the_store(
         assert not app.query_one(ErrorBanner).display
 
 
-async def test_several_rounds_then_cancel(problem_file: Path, tmp_path: Path) -> None:
+async def test_esc_stops_one_slot_and_keeps_its_reply_then_x_cancels_the_rounds(
+        problem_file: Path, tmp_path: Path) -> None:
     slow = ReplayConfig(replies=(Reply(problems.REPLY, problems.REASONING),), chunk_chars=8,
                         latency_s=0.05)
     with ReplayServer(slow) as server:
@@ -126,12 +128,21 @@ async def test_several_rounds_then_cancel(problem_file: Path, tmp_path: Path) ->
             assert isinstance(app.screen, RoundsScreen)
             app.screen.query_one(Input).value = "5"
             await pilot.press("enter")
-            await wait_until(pilot, lambda: app.query_one("#content", Log).line_count > 0,
-                             "the model's reply to stream")
+            content = app.query_one("#content", Log)
+            await wait_until(pilot, lambda: content.line_count > 0, "the model's reply to stream")
             assert "generating" in plain(app.query_one("#stage", Static))
-            await pilot.press("escape")
+            await pilot.press("escape")  # this slot only: its partial reply is recorded
+            table = app.query_one(VariantTable)
+            await wait_until(pilot, lambda: table.row_count == 1, "the stopped slot's record")
+            stopped = next(iter(table.records.values()))
+            assert stopped.parse_error.startswith("cancelled by the user")
+            assert stopped.raw_response and stopped.round == 1
+            assert app.round_running  # the next rounds go on
+            await wait_until(pilot, lambda: app.query_one(ModelOutput).live is not None
+                             and app.query_one(ModelOutput).live[0] == 2, "round 2 to stream")
+            await pilot.press("X")
             await wait_until(pilot, lambda: not app.round_running, "the cancel", timeout=60)
-            assert app.query_one(VariantTable).row_count == 0
+            assert table.row_count == 1
             assert "cancel" in app.header_info.status
 
 

@@ -47,7 +47,7 @@ async def test_help_lists_the_keys_and_closes() -> None:
         assert isinstance(app.screen, HelpScreen)
         keys = app.screen.query_one("#help-keys")
         rows = [tuple(str(c) for c in keys.get_row_at(i)) for i in range(keys.row_count)]
-        assert ("n", "next round") in rows and ("esc", "cancel round") in rows
+        assert ("n", "next round") in rows and ("esc", "cancel slot") in rows
         # the keys that were hard to find: layout, tabs, sorting, the palette
         for row in (("v", "diff layout"), ("]", "next tab"), ("S", "sort by speedup"),
                     ("^p", "command palette: every action by name")):
