@@ -5,15 +5,12 @@ A session in use (its lock held by a running app) is never removed.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cudal1_tui.errors import SessionError
+from cudal1_tui.session_cleanup import remove_session
 from cudal1_tui.store import SessionSummary
-from cudal1_tui.store.lock import SessionLock
-from cudal1_tui.store.naming import LOCK_FILE
 
 
 @dataclass(frozen=True)
@@ -46,14 +43,4 @@ def choose(sessions: list[SessionSummary], older_than_days: float | None,
 
 
 def remove(folder: Path) -> bool:
-    """Delete one session directory unless a running app holds its lock."""
-    lock = SessionLock(folder / LOCK_FILE)
-    try:
-        lock.acquire()
-    except SessionError:
-        return False
-    try:
-        shutil.rmtree(folder)
-    finally:
-        lock.release()
-    return True
+    return remove_session(folder)

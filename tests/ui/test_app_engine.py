@@ -200,6 +200,9 @@ async def test_open_a_past_session(problem_file: Path, settings: Settings,
         await wait_until(pilot, lambda: app.query_one(VariantTable).row_count == 1, "its rows")
         assert app.selected_record() is not None and app.selected_record().record_id == "old-1"
         assert first != old.id
+        # the session this launch made never got a candidate: it is not left behind
+        assert not (Path(settings.sessions_dir) / first).exists()
+        assert old.path.is_dir()
         app.query_one(DetailPane).active = "tab-code"
 
 
