@@ -260,7 +260,6 @@ class CudaL1App(SessionView):
 
     # ── quitting ────────────────────────────────────────────────────────────
     async def action_quit(self) -> None:
-        self._remember_session()
         if self.quitting or self.runner.engine is None:
             self.exit(0)
             return
@@ -283,6 +282,7 @@ class CudaL1App(SessionView):
             self.closed_session = (engine.session_id, str(engine.session_path))
 
     def _close(self) -> None:
+        self._remember_session()
         self.quitting = True
         self.set_status("saving and closing… (q again to leave at once)")
         self.close_and_exit()

@@ -288,7 +288,7 @@ class SessionView(App[int]):
                         best_speedup=event.best_speedup or self.header_info.best_speedup)
         self._select_best = True
         self.refresh_records()
-        busy = machine_busy()
+        busy = machine_busy() if self.round_running else ""  # a round timed here, now
         if busy:
             self.log_line(f"warning: {busy}")
             self.notify(busy, severity="warning")

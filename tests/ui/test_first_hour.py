@@ -2,7 +2,7 @@
 
 Fed with a recorded session: best row after a round, confirmation before a doubtful
 accept, colours below 1×, one baseline in the header, the palette, a layout that
-degrades at 80×24, confirm-quit while a round runs, the info notice without a model.
+degrades at 80×24, the info notice without a model.
 """
 
 from __future__ import annotations
@@ -115,18 +115,6 @@ async def test_80x24_keeps_speedup_decision_and_help_visible() -> None:
         keys = [b.key for b in footer.query("FooterKey")]  # type: ignore[attr-defined]
         assert "question_mark" in keys and "q" in keys
         assert all(k.region.right <= 80 for k in footer.query("FooterKey"))
-
-
-async def test_quit_while_a_round_runs_asks_first() -> None:
-    app = _app()
-    async with app.run_test(size=SIZE) as pilot:
-        app.runner._engine = object()  # type: ignore[assignment]  # a session is open
-        app.round_running = True
-        await pilot.press("q")
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("escape")
-        assert not app.quitting
-        app.runner._engine = None
 
 
 async def test_no_model_with_builtins_is_an_info_notice_not_an_error() -> None:

@@ -120,3 +120,14 @@ def test_eval_with_a_missing_file_exits_2(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", str(tmp_path / "nope.py"), str(tmp_path / "c.py")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_the_exit_line_names_the_session_and_the_next_commands() -> None:
+    from cudal1_tui.cli.commands.open_cmd import exit_line
+
+    line = exit_line("2026-11-23_0900_relu_ab12cd", "/s/2026-11-23_0900_relu_ab12cd",
+                     Path("examples/relu.py"))
+    assert line.splitlines() == [
+        "session 2026-11-23_0900_relu_ab12cd saved in /s/2026-11-23_0900_relu_ab12cd",
+        "  resume: cudal1-tui examples/relu.py --resume",
+        "  export: cudal1-tui export 2026-11-23_0900_relu_ab12cd --format trl -o data.jsonl"]
