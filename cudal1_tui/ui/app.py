@@ -201,7 +201,8 @@ class CudaL1App(SessionView):
             if request is not None:
                 self.export(request)
 
-        self.push_screen(ExportScreen(self.display_options.session(engine.session_id)), chosen)
+        self.push_screen(ExportScreen(self.display_options.session(engine.session_id),
+                                      self.header_info.problem), chosen)
 
     @work(thread=True, group="export", exit_on_error=False)
     def export(self, request: ExportRequest) -> None:
