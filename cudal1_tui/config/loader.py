@@ -13,6 +13,7 @@ from typing import Any
 import platformdirs
 
 from cudal1_tui.config.settings import EffectiveSettings, Origin, Settings, setting_names
+from cudal1_tui.config.validate import validate
 from cudal1_tui.errors import ConfigError
 
 APP_NAME = "cudal1-tui"
@@ -153,7 +154,15 @@ def load_settings(
             raise ConfigError(f"command-line flag: {exc}") from None
         origins[name] = Origin("flag")
 
+    validate(settings, origins, _file_line)
     return EffectiveSettings(settings, origins, path, exists)
+
+
+def _file_line(path: Path, key: str) -> int:
+    try:
+        return _line_of(path.read_text(encoding="utf-8"), key)
+    except OSError:
+        return 0
 
 
 def sessions_dir(settings: Settings) -> Path:

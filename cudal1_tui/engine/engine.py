@@ -45,6 +45,7 @@ class Engine:
         self._user_emit = emit
         self._round_lock = threading.Lock()
         self._stop = threading.Event()  # a cancel also ends a run of several rounds
+        self._running: RoundRunner | None = None  # the round in progress, for cancel_slot
         self._ws: Workspace | None = None
         self.session_id = ""
         self.session_path: Path | None = None
@@ -104,7 +105,11 @@ class Engine:
             model_slots = self.settings.candidates_per_round if self.model_available else 0
             if not builtins and model_slots <= 0:
                 return self._nothing_to_do(round_)
-            summary = RoundRunner(ws, round_).run(builtins, model_slots)
+            self._running = RoundRunner(ws, round_)
+            try:
+                summary = self._running.run(builtins, model_slots)
+            finally:
+                self._running = None
             self._note_compile_time()
             return summary
 
@@ -127,6 +132,11 @@ class Engine:
         ws = self._ws
         if ws is not None:
             ws.cancel.set()
+
+    def cancel_slot(self, slot: int) -> bool:
+        """Stop one model slot of the running round (thread-safe); False when none streams."""
+        running = self._running
+        return running is not None and running.cancel_slot(slot)
 
     @property
     def stop_requested(self) -> bool:

@@ -28,6 +28,7 @@ from cudal1_tui.engine.events import (
     StreamChunk,
 )
 from cudal1_tui.engine.recording import Draft, finish, refused, torch_compile_ms
+from cudal1_tui.engine.slot_cancel import SlotCancel
 from cudal1_tui.engine.stages import Stages
 from cudal1_tui.engine.workspace import Workspace
 from cudal1_tui.errors import ModelError
@@ -65,6 +66,15 @@ class RoundRunner:
         self._futures: list[Future[CandidateRecord | None]] = []
         self._lock = threading.Lock()
         self._stages = Stages(ws, round_, self._record, self._report)
+        self._slot_cancels: dict[int, SlotCancel] = {}
+
+    def cancel_slot(self, slot: int) -> bool:
+        """Stop one model slot's stream; the round and the other slots go on."""
+        cancel = self._slot_cancels.get(slot)
+        if cancel is None or cancel.is_set():
+            return False
+        cancel.set()
+        return True
 
     # -- the round ---------------------------------------------------------------------
 
@@ -113,6 +123,7 @@ class RoundRunner:
             else:
                 seed = prompts.seed_for(ws.settings.seed, self.round, slot)
                 prompt = prompts.contrastive(ctx, records, ws.settings, seed)
+            self._slot_cancels[slot] = SlotCancel(ws.cancel)
             thread = threading.Thread(target=self._guarded, args=(slot, prompt),
                                       name=f"slot-{slot}", daemon=True)
             thread.start()
@@ -141,11 +152,16 @@ class RoundRunner:
                       sampling=sampling)
         self._stage(slot, "prompting", f"{prompt.kind} prompt, {len(prompt.exemplars)} exemplar(s)")
         self._stage(slot, "generating")
+        cancel = self._slot_cancels.get(slot) or SlotCancel(ws.cancel)
         try:
             completion = ws.gateway.generate(slot, prompt.messages, sampling, self._chunk,
-                                             ws.cancel, lambda text: self._stage(
+                                             cancel, lambda text: self._stage(
                                                  slot, "generating", text))
-        except ModelCancelled:
+        except ModelCancelled as exc:
+            if cancel.slot_only:  # the user stopped this slot: keep what it had said
+                draft.raw_response = "\n".join(c.content for c in exc.partial if c.content)
+                draft.parse_error = "cancelled by the user while the model was replying"
+                self._record(draft, refused(draft.parse_error, ws.settings.reward, "cancelled"))
             return
         except StreamCut as cut:
             self._record_cut(draft, cut)

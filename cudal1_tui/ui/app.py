@@ -6,49 +6,39 @@ and the settings' key table is applied as a Textual keymap.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
+from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.command import Provider
 
-from cudal1_tui.ui.format import flags_text, record_flags
+from cudal1_tui.ui.actions import ACTIONS, key_label
+from cudal1_tui.ui.palette import ActionsProvider
 from cudal1_tui.ui.screens.confirm import ConfirmScreen
 from cudal1_tui.ui.screens.help import HelpScreen
 from cudal1_tui.ui.screens.rounds import RoundsScreen
 from cudal1_tui.ui.screens.settings import FIELDS, SettingsScreen
 from cudal1_tui.ui.view import DIFF_BASES, SessionView
-from cudal1_tui.ui.widgets.variants import VariantTable
+from cudal1_tui.ui.widgets.detail import DetailPane
+from cudal1_tui.ui.widgets.output import ModelOutput
+from cudal1_tui.ui.widgets.variants import VariantTable, accept_doubts
 
 if TYPE_CHECKING:  # the store's listing and export load gitpython: only when first used
     from cudal1_tui.store.listing import SessionSummary
     from cudal1_tui.ui.screens.export import ExportRequest
 
-# (binding id = settings.keys name, default key, action, footer text, shown in footer)
-ACTIONS: tuple[tuple[str, str, str, str, bool], ...] = (
-    ("next_round", "n", "next_round", "next round", True),
-    ("run_rounds", "N", "run_rounds", "rounds…", True),
-    ("accept", "a", "accept", "accept", True),
-    ("reject", "r", "reject", "reject", True),
-    ("undo", "u", "undo", "undo", True),
-    ("diff_base", "b", "diff_base", "diff base", True),
-    ("diff_layout", "v", "diff_layout", "diff layout", False),
-    ("settings", "s", "settings", "settings", True),
-    ("export", "e", "export", "export", True),
-    ("open_session", "o", "open_session", "open", True),
-    ("cancel", "escape", "cancel", "cancel stage", True),
-    ("help", "question_mark", "help", "help", True),
-    ("quit", "q", "quit", "quit", True),
-)
-
-
 class CudaL1App(SessionView):
     CSS_PATH = "styles/app.tcss"
-    KEYMAP_IDS: ClassVar[frozenset[str]] = frozenset(a[0] for a in ACTIONS)
+    KEYMAP_IDS: ClassVar[frozenset[str]] = frozenset(a.binding_id for a in ACTIONS)
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(key, action, text, id=binding_id, show=show)
-        for binding_id, key, action, text, show in ACTIONS
+        Binding(a.key, a.action, a.text, id=a.binding_id, show=a.footer)
+        for a in ACTIONS if a.key
     ]
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {
+        *App.COMMANDS, ActionsProvider}
 
     # ── rounds ──────────────────────────────────────────────────────────────
     def action_next_round(self) -> None:
@@ -66,6 +56,14 @@ class CudaL1App(SessionView):
         self.push_screen(RoundsScreen(), chosen)
 
     def action_cancel(self) -> None:
+        live = self.query_one(ModelOutput).live
+        if live is not None and self.runner.cancel_slot(live[1]):
+            self.set_status(f"stopped slot {live[0]}.{live[1]}; the round goes on "
+                            "(X cancels the round)")
+            return
+        self.action_cancel_round()
+
+    def action_cancel_round(self) -> None:
         if self.runner.cancel():
             self.set_status("cancelling the running stage…")
         else:
@@ -87,8 +85,8 @@ class CudaL1App(SessionView):
             self.notify(f"only verified variants can be accepted ({record.status})",
                         severity="warning")
             return
-        flags = record_flags(record)
-        if not flags:
+        reasons = accept_doubts(record)
+        if not reasons:
             self.decide("accept", record.record_id)
             return
 
@@ -96,9 +94,9 @@ class CudaL1App(SessionView):
             if yes:
                 self.decide("accept", record.record_id)
 
-        body = (f"Variant {record.round}.{record.slot} carries integrity findings: "
-                f"{flags_text(flags)}.\nIts speedup may not be real. Accept it anyway?")
-        self.push_screen(ConfirmScreen("Integrity flags", body), confirmed)
+        body = (f"Variant {record.round}.{record.slot}: " + "; ".join(reasons)
+                + ".\nAccept it anyway?")
+        self.push_screen(ConfirmScreen("Accept this variant?", body), confirmed)
 
     def action_reject(self) -> None:
         record = self.selected_record()
@@ -139,13 +137,26 @@ class CudaL1App(SessionView):
 
     # ── modals ──────────────────────────────────────────────────────────────
     def action_help(self) -> None:
-        rows = [(self._key_of(b), text) for b, _, _, text, _ in ACTIONS]
+        rows = [(key_label(self.key_of(a.binding_id)), a.text) for a in ACTIONS]
+        rows.append(("^p", "command palette: every action by name"))
         self.push_screen(HelpScreen(rows))
 
-    def _key_of(self, binding_id: str) -> str:
-        default = next(a[1] for a in ACTIONS if a[0] == binding_id)
-        key = self.settings.keys.get(binding_id, default)
-        return {"question_mark": "?", "escape": "esc"}.get(key, key)
+    def key_of(self, binding_id: str) -> str:
+        default = next(a.key for a in ACTIONS if a.binding_id == binding_id)
+        return self.settings.keys.get(binding_id, default)
+
+    def action_next_tab(self) -> None:
+        self.query_one(DetailPane).cycle_tab(1)
+
+    def action_previous_tab(self) -> None:
+        self.query_one(DetailPane).cycle_tab(-1)
+
+    def action_sort(self, column: str) -> None:
+        self.query_one(VariantTable).sort_by(column)
+
+    def action_select_best(self) -> None:
+        if not self.query_one(VariantTable).select_best():
+            self.notify("no verified variant yet")
 
     def action_settings(self) -> None:
         current: dict[str, Any] = {f.name: getattr(self.settings, f.name) for f in FIELDS}
@@ -154,7 +165,7 @@ class CudaL1App(SessionView):
             if changes:
                 self.apply_settings(changes)
 
-        self.push_screen(SettingsScreen(current), saved)
+        self.push_screen(SettingsScreen(current, self.config_path), saved)
 
     @work(thread=True, group="engine", exit_on_error=False)
     def apply_settings(self, changes: dict[str, Any]) -> None:
@@ -166,7 +177,17 @@ class CudaL1App(SessionView):
         for name, value in changes.items():
             setattr(self.settings, name, value)
         summary = ", ".join(f"{k}={v}" for k, v in changes.items())
-        self.call_from_thread(self.notify, summary, title="settings saved")
+        where = "this session only (no config file)"
+        if self.config_path is not None:
+            from cudal1_tui.config.saving import save_settings
+
+            try:
+                where = f"saved to {save_settings(self.config_path, changes)}"
+            except Exception as exc:
+                self.call_from_thread(self.report_error, exc, None)
+                where = "this session only (the config file could not be written)"
+        self.call_from_thread(self.log_line, f"settings: {summary}; {where}")
+        self.call_from_thread(self.notify, f"{summary}\n{where}", title="settings applied")
 
     def action_export(self) -> None:
         engine = self.runner.engine
@@ -180,7 +201,8 @@ class CudaL1App(SessionView):
             if request is not None:
                 self.export(request)
 
-        self.push_screen(ExportScreen(self.display_options.session(engine.session_id)), chosen)
+        self.push_screen(ExportScreen(self.display_options.session(engine.session_id),
+                                      self.header_info.problem), chosen)
 
     @work(thread=True, group="export", exit_on_error=False)
     def export(self, request: ExportRequest) -> None:
@@ -242,6 +264,26 @@ class CudaL1App(SessionView):
         if self.quitting or self.runner.engine is None:
             self.exit(0)
             return
+        if self.round_running:
+            def confirmed(yes: bool | None) -> None:
+                if yes:
+                    self._close()
+
+            body = ("A round is running. Quitting cancels it; candidates already evaluated "
+                    "are saved in the session.\nQuit now?")
+            self.push_screen(ConfirmScreen("Quit while a round runs?", body, yes="Quit"),
+                             confirmed)
+            return
+        self._close()
+
+    def _remember_session(self) -> None:
+        """What the exit line names: a session that holds at least one candidate."""
+        engine = self.runner.engine
+        if engine is not None and engine.session_path and self.query_one(VariantTable).records:
+            self.closed_session = (engine.session_id, str(engine.session_path))
+
+    def _close(self) -> None:
+        self._remember_session()
         self.quitting = True
         self.set_status("saving and closing… (q again to leave at once)")
         self.close_and_exit()

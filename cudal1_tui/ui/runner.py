@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from cudal1_tui.errors import SessionError
+from cudal1_tui.session_cleanup import remove_session
 from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.ui.engine_port import Emit, EngineFactory, EnginePort
 
@@ -26,6 +27,7 @@ class EngineRunner:
         self._lock = threading.Lock()
         self._engine: EnginePort | None = None
         self._busy = threading.Event()
+        self._fresh = False  # the open engine made a new session (not a resumed one)
 
     @property
     def engine(self) -> EnginePort | None:
@@ -41,6 +43,7 @@ class EngineRunner:
             self._close_locked()
             engine = self._factory(problem_path, resume, self._emit)
             self._engine = engine
+            self._fresh = resume is None
             engine.open()
             return engine
 
@@ -73,17 +76,34 @@ class EngineRunner:
         engine.cancel()
         return True
 
+    def cancel_slot(self, slot: int) -> bool:
+        """Stop one model slot's stream of the running round; thread-safe like ``cancel``."""
+        engine = self._engine
+        return engine is not None and self.busy and engine.cancel_slot(slot)
+
     def close(self) -> None:
         self.cancel()
         with self._lock:
             self._close_locked()
 
     def _close_locked(self) -> None:
+        """Close the engine; a new session that never got a candidate is not kept."""
         engine, self._engine = self._engine, None
-        if engine is not None:
-            engine.close()
+        if engine is None:
+            return
+        empty = self._fresh and engine.session_path is not None and not _has_records(engine)
+        engine.close()
+        if empty and engine.session_path is not None:
+            remove_session(Path(engine.session_path))
 
     def _require(self) -> EnginePort:
         if self._engine is None:
             raise SessionError("no session is open yet", fix="wait for the session to open")
         return self._engine
+
+
+def _has_records(engine: EnginePort) -> bool:
+    try:
+        return bool(engine.records())
+    except Exception:  # an unreadable session is kept for the user to look at
+        return True

@@ -21,6 +21,7 @@ from cudal1_tui.config import Settings
 from cudal1_tui.engine import events as ev
 from cudal1_tui.errors import Cudal1Error
 from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.ui.baseline import latest_times
 from cudal1_tui.ui.diffing import Layout
 from cudal1_tui.ui.display import DisplayOptions
 from cudal1_tui.ui.engine_port import EngineFactory, Sizes, real_engine_factory
@@ -34,6 +35,7 @@ from cudal1_tui.ui.widgets.header import HeaderBar, HeaderInfo
 from cudal1_tui.ui.widgets.output import ModelOutput
 from cudal1_tui.ui.widgets.progress import ProgressStrip
 from cudal1_tui.ui.widgets.variants import VariantTable
+from cudal1_tui.uncertainty import machine_busy
 
 F = TypeVar("F", bound=Callable[..., None])
 
@@ -60,6 +62,7 @@ class SessionView(App[int]):
     CSS_PATH = "styles/app.tcss"
     TITLE = "cudal1-tui"
     KEYMAP_IDS: ClassVar[frozenset[str]] = frozenset()
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012 (Textual's)
 
     def __init__(
         self,
@@ -72,11 +75,13 @@ class SessionView(App[int]):
         measure_startup: bool = False,
         autostart: bool = True,
         display_options: DisplayOptions | None = None,
+        config_path: Path | None = None,
     ) -> None:
         super().__init__()
         self._started = time.perf_counter()
         self.problem_path = problem_path
         self.settings = settings
+        self.config_path = config_path  # where settings changed in the app are saved; None: not
         self._resume = resume
         self.runner = EngineRunner(
             engine_factory or real_engine_factory(settings, sizes), self._emit
@@ -95,7 +100,9 @@ class SessionView(App[int]):
         self.retry: Callable[[], object] | None = None
         self._logged: set[str] = set()
         self.quitting = False
+        self.closed_session: tuple[str, str] | None = None  # (id, path) for the exit line
         self.round_running = False
+        self._select_best = False  # a round just finished: move to its fastest row
         self.log_history: list[str] = []  # what the Logs tab shows, as plain text
         self.set_keymap({k: v for k, v in settings.keys.items() if k in self.KEYMAP_IDS})
 
@@ -180,7 +187,6 @@ class SessionView(App[int]):
             session_id=session_id,
             device=self.header_info.device or (engine.device if engine else ""),
             reference_ms=engine.reference_ms if engine else None,
-            torch_compile_ms=engine.torch_compile_ms if engine else None,
         )
         self.query_one(ProgressStrip).set_idle()
 
@@ -238,7 +244,9 @@ class SessionView(App[int]):
     def _event_ProbeFinished(self, event: ev.ProbeFinished) -> None:
         self.set_status("probed" if event.ok else "the probe failed",
                         device=device_text(event.device, event.details),
-                        reference_ms=event.reference_ms, torch_compile_ms=event.torch_compile_ms)
+                        reference_ms=self.header_info.reference_ms or event.reference_ms,
+                        torch_compile_ms=self.header_info.torch_compile_ms
+                        or event.torch_compile_ms)
         self.log_line(f"probe: {event.message}")
         shapes = ", ".join(f"{tuple(t.get('shape', ()))} {t.get('dtype', '')}"
                            for t in event.details.get("inputs", []) or [])
@@ -275,13 +283,21 @@ class SessionView(App[int]):
         self.query_one(ModelOutput).end_live()
         self.query_one(ProgressStrip).set_idle("cancelled" if event.cancelled else "idle")
         done = "cancelled" if event.cancelled else "finished"
-        self.set_status(f"round {event.round} {done} · a: accept, n: next round",
-                        best_speedup=event.best_speedup or self.header_info.best_speedup,
-                        torch_compile_ms=event.torch_compile_ms
-                        or self.header_info.torch_compile_ms)
+        self.set_status(f"round {event.round} {done} · fastest row selected · a: accept, "
+                        "n: next round",
+                        best_speedup=event.best_speedup or self.header_info.best_speedup)
+        self._select_best = True
+        self.refresh_records()
+        busy = machine_busy() if self.round_running else ""  # a round timed here, now
+        if busy:
+            self.log_line(f"warning: {busy}")
+            self.notify(busy, severity="warning")
 
     def _event_EngineError(self, event: ev.EngineError) -> None:
-        self.query_one(ErrorBanner).show(event.message, event.fix, retry=event.recoverable)
+        # no model while the built-in proposer runs is the documented default, not a failure
+        builtin_only = event.round == 0 and self.settings.use_builtin
+        self.query_one(ErrorBanner).show(event.message, event.fix, retry=event.recoverable,
+                                         severity="info" if builtin_only else "error")
         self.retry = (lambda: self.start_rounds(1, recheck=True)) if event.recoverable else None
         fix = f" (fix: {event.fix})" if event.fix else ""
         self.log_line(f"engine error: {event.message}{fix}")
@@ -300,9 +316,14 @@ class SessionView(App[int]):
         newest = max(message.records, key=lambda r: (r.round, r.slot), default=None)
         fresh = newest is not None and newest.record_id not in table.records
         table.show_records(message.records, select=newest.record_id if fresh and newest else None)
+        if self._select_best and table.select_best():
+            self._select_best = False
         ok = [r.speedup for r in message.records if r.status == "ok" and r.speedup is not None]
-        if ok:
-            self.set_status(self.header_info.status, best_speedup=max(ok))
+        eager, compiled = latest_times(message.records)
+        self.set_status(self.header_info.status,
+                        best_speedup=max(ok) if ok else self.header_info.best_speedup,
+                        reference_ms=eager or self.header_info.reference_ms,
+                        torch_compile_ms=compiled or self.header_info.torch_compile_ms)
         for record in message.records:
             self._log_failure(record)
         chosen = table.selected_id()

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from datetime import date
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -21,6 +20,9 @@ from cudal1_tui.store.export import ExportOptions, export_sessions
 from cudal1_tui.store.export.verl_reward import compute_score
 from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.store.rescore import rescore, rescored_path, write_rescored
+
+# subprocesses import this checkout's package, whatever the current directory
+HERE = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
 
 @pytest.fixture(autouse=True)
@@ -79,14 +81,15 @@ def test_trl_rows_carry_reward_columns(made: Any, root: Path, tmp_path: Path) ->
     out = tmp_path / "trl.jsonl"
     assert run_export(root, "trl", out, [session.id]) == 4  # every model answer, failures too
     rows = read_jsonl(out)
-    expected = {"prompt", "completion", "reward", "speedup", "status", "reference_code",
-                "problem_name", "record_id", "session_id"}
+    expected = {"prompt", "completion", "reward", "speedup", "speedup_strict", "precision",
+                "status", "reference_code", "problem_name", "record_id", "session_id"}
     for row in rows:
         assert set(row) == expected
         assert is_chat(row["prompt"], ["system", "user"])
         assert is_chat(row["completion"], ["assistant"])
         assert isinstance(row["reward"], float) and isinstance(row["status"], str)
         assert row["speedup"] is None or isinstance(row["speedup"], float)
+        assert row["speedup_strict"] is None and row["precision"] == ""  # written before parity
         assert "class Model(nn.Module)" in row["reference_code"]
     by_id = {row["record_id"]: row for row in rows}
     assert by_id[recs["r2s1"].record_id]["reward"] == 3.0
@@ -219,6 +222,20 @@ def test_module_imports_in_place_of_the_reference(made: Any, root: Path, tmp_pat
     torch.testing.assert_close(model(x), ref_model(x))
 
 
+def test_module_sets_each_size_once_and_needs_an_importable_name(made: Any, root: Path,
+                                                                 tmp_path: Path) -> None:
+    from cudal1_tui.store.export import module
+
+    code = "import torch\nbatch_size = 256\ndim: int = 8\nBLOCK = 128\n\nclass ModelNew: ...\n"
+    kept = module.without_assignments(code, {"batch_size", "dim"})
+    assert "batch_size" not in kept and "dim" not in kept and "BLOCK = 128" in kept
+    session, _ = made
+    with pytest.raises(ExportError, match="cannot be imported") as err:
+        export_sessions([session.id], "module", ExportOptions(), tmp_path / "2026-11-23-m.py",
+                        root)
+    assert "optimized_" in err.value.fix
+
+
 def test_module_needs_one_session_with_an_accept(made: Any, root: Path, tmp_path: Path) -> None:
     session, _ = made
     with Session.open(session.id, root) as writer:
@@ -244,20 +261,30 @@ def test_rescored_rewards_replace_the_logged_ones(made: Any, root: Path, tmp_pat
     assert rewards[recs["r2s1"].record_id] == 1.0 and rewards[recs["r1s1"].record_id] == 0.0
 
 
-def test_export_command_default_path_and_counts(made: Any, root: Path, tmp_path: Path) -> None:
+def test_export_command_writes_to_stdout_without_o(made: Any, root: Path, tmp_path: Path) -> None:
     session, _ = made
     work = tmp_path / "work"
     work.mkdir()
     done = subprocess.run([sys.executable, "-m", "cudal1_tui", "export", session.id[-6:],
-                           "--format", "trl", "--sessions-dir", str(root)], cwd=work,
+                           "--format", "trl", "--sessions-dir", str(root)], cwd=work, env=HERE,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    expected = work / f"trl-{date.today().isoformat()}.jsonl"
-    assert len(read_jsonl(expected)) == 4
-    assert "wrote 4 rows from 1 session(s)" in done.stdout
+    assert len([json.loads(line) for line in done.stdout.split("\n") if line]) == 4
+    assert list(work.iterdir()) == []  # nothing lands in the current directory
+    assert "wrote 4 rows from 1 session(s) to <stdout>" in done.stderr
+    several = subprocess.run([sys.executable, "-m", "cudal1_tui", "export", "@last",
+                              "--format", "trl,jsonl", "-o", str(tmp_path / "out"),
+                              "--sessions-dir", str(root)], cwd=work, env=HERE,
+                             capture_output=True, text=True, timeout=120)
+    assert several.returncode == 0, several.stderr
+    assert sorted(p.suffix for p in (tmp_path / "out").iterdir()) == [".jsonl", ".jsonl"]
+    to_nowhere = subprocess.run([sys.executable, "-m", "cudal1_tui", "export", session.id,
+                                 "--format", "trl,jsonl", "--sessions-dir", str(root)],
+                                cwd=work, env=HERE, capture_output=True, text=True, timeout=120)
+    assert to_nowhere.returncode == 1 and "-o DIR" in to_nowhere.stderr
     failed = subprocess.run([sys.executable, "-m", "cudal1_tui", "export", session.id,
                              "--format", "jsonl", "--rescored", "log_speedup",
-                             "--sessions-dir", str(root)], cwd=work, capture_output=True,
+                             "--sessions-dir", str(root)], cwd=work, env=HERE, capture_output=True,
                             text=True, timeout=120)
     assert failed.returncode == 1 and "cudal1-tui rescore" in failed.stderr
     assert "Traceback" not in failed.stderr

@@ -15,12 +15,14 @@ from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.store.session import Session
 from cudal1_tui.ui.app import CudaL1App
+from cudal1_tui.ui.screens.confirm import ConfirmScreen
 from cudal1_tui.ui.screens.export import ExportScreen
 from cudal1_tui.ui.screens.rounds import RoundsScreen
 from cudal1_tui.ui.screens.sessions import SessionsScreen
 from cudal1_tui.ui.screens.settings import SettingsScreen
 from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.detail import DetailPane
+from cudal1_tui.ui.widgets.output import ModelOutput
 from cudal1_tui.ui.widgets.variants import VariantTable
 
 
@@ -54,6 +56,9 @@ async def test_round_accept_undo_reject_and_quit_saves(problem_file: Path,
         assert any("clamp_min" in line for line in app.query_one("#content", Log).lines)
 
         await pilot.press("a")
+        if record.speedup is None or record.speedup <= 1.0:  # a CPU timing may say so
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("y")
         await wait_until(pilot, lambda: _decision(app) == "accepted", "the accept")
         engine = app.runner.engine
         assert engine is not None
@@ -65,6 +70,7 @@ async def test_round_accept_undo_reject_and_quit_saves(problem_file: Path,
         await pilot.press("q")
         await wait_until(pilot, lambda: app.return_code is not None, "the app to quit")
     assert app.runner.engine is None  # closed on quit
+    assert app.closed_session == (session_dir.name, str(session_dir))  # for the exit line
     rows = _trace(session_dir)
     decisions = [r["decision"] for r in rows if r.get("kind") == "decision"]
     assert decisions == ["accepted", "undone", "rejected"]
@@ -75,11 +81,15 @@ async def test_round_accept_undo_reject_and_quit_saves(problem_file: Path,
 async def test_settings_and_export_reach_the_engine_and_the_store(
     problem_file: Path, settings: Settings, tmp_path: Path
 ) -> None:
-    app = CudaL1App(problem_file, settings)
+    config = tmp_path / "config" / "config.toml"
+    config.parent.mkdir()
+    config.write_text("# mine\ntemperature = 0.7\n\n[keys]\nhelp = \"question_mark\"\n")
+    app = CudaL1App(problem_file, settings, config_path=config)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: _ready(app), "the session to open")
         await pilot.press("s")
         assert isinstance(app.screen, SettingsScreen)
+        assert f"saved to {config}" in plain(app.screen.query_one("#settings-where", Static))
         app.screen.query_one("#set-temperature", Input).value = "9"
         await pilot.click("#settings-save")
         assert "out of range" in plain(app.screen.query_one("#settings-error", Static))
@@ -92,6 +102,13 @@ async def test_settings_and_export_reach_the_engine_and_the_store(
         await wait_until(pilot, lambda: engine.settings.temperature == 0.25,
                          "the engine's settings")
         assert engine.settings.candidates_per_round == 3
+        # the change persists: the config file says so, its comment and table kept
+        from cudal1_tui.config import load_settings
+
+        await wait_until(pilot, lambda: "0.25" in config.read_text(), "the config file")
+        saved = load_settings(env={}, config_path=config).settings
+        assert (saved.temperature, saved.candidates_per_round) == (0.25, 3)
+        assert config.read_text().startswith("# mine\n")
 
         await pilot.press("e")
         assert isinstance(app.screen, ExportScreen)
@@ -104,7 +121,8 @@ async def test_settings_and_export_reach_the_engine_and_the_store(
         assert not app.query_one(ErrorBanner).display
 
 
-async def test_several_rounds_then_cancel(problem_file: Path, tmp_path: Path) -> None:
+async def test_esc_stops_one_slot_and_keeps_its_reply_then_x_cancels_the_rounds(
+        problem_file: Path, tmp_path: Path) -> None:
     slow = ReplayConfig(replies=(Reply(problems.REPLY, problems.REASONING),), chunk_chars=8,
                         latency_s=0.05)
     with ReplayServer(slow) as server:
@@ -115,12 +133,25 @@ async def test_several_rounds_then_cancel(problem_file: Path, tmp_path: Path) ->
             assert isinstance(app.screen, RoundsScreen)
             app.screen.query_one(Input).value = "5"
             await pilot.press("enter")
-            await wait_until(pilot, lambda: app.query_one("#content", Log).line_count > 0,
-                             "the model's reply to stream")
+            content = app.query_one("#content", Log)
+            await wait_until(pilot, lambda: content.line_count > 0, "the model's reply to stream")
             assert "generating" in plain(app.query_one("#stage", Static))
+            await pilot.press("escape")  # this slot only: its partial reply is recorded
+            table = app.query_one(VariantTable)
+            await wait_until(pilot, lambda: table.row_count == 1, "the stopped slot's record")
+            stopped = next(iter(table.records.values()))
+            assert stopped.parse_error.startswith("cancelled by the user")
+            assert stopped.raw_response and stopped.round == 1
+            assert app.round_running  # the next rounds go on
+            await wait_until(pilot, lambda: app.query_one(ModelOutput).live is not None
+                             and app.query_one(ModelOutput).live[0] == 2, "round 2 to stream")
+            await pilot.press("q")  # work is running: quitting asks first
+            assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("escape")
+            assert not app.quitting and app.round_running
+            await pilot.press("X")
             await wait_until(pilot, lambda: not app.round_running, "the cancel", timeout=60)
-            assert app.query_one(VariantTable).row_count == 0
+            assert table.row_count == 1
             assert "cancel" in app.header_info.status
 
 
@@ -178,6 +209,9 @@ async def test_open_a_past_session(problem_file: Path, settings: Settings,
         await wait_until(pilot, lambda: app.query_one(VariantTable).row_count == 1, "its rows")
         assert app.selected_record() is not None and app.selected_record().record_id == "old-1"
         assert first != old.id
+        # the session this launch made never got a candidate: it is not left behind
+        assert not (Path(settings.sessions_dir) / first).exists()
+        assert old.path.is_dir()
         app.query_one(DetailPane).active = "tab-code"
 
 

@@ -66,7 +66,7 @@ def test_formats_of_records() -> None:
     assert source_text("builtin:inplace_ops") == "⚙ inplace_ops"
     longest = source_text("builtin:torch-compile-max-autotune-no-cudagraphs")
     assert longest == "⚙ compile autotune-no-cg"
-    assert len(longest) <= dict((k, w) for k, _, w in COLUMNS)["source"]
+    assert len(longest) <= {c.key: c.width for c in COLUMNS}["source"]
     assert max_error(records["r1s1"].result) == 2.4e-7 * 3
     assert max_error(records["r2s0"].result) is None
     assert record_flags(records["r2s1"]) == ["input_mutation"]
@@ -88,6 +88,9 @@ def test_export_dialog_offers_exactly_the_store_formats() -> None:
     assert [name for name, _ in FORMATS] == list(STORE_FORMATS)
     for name, module in STORE_FORMATS.items():
         assert default_destination("s1", name).endswith("." + module.EXTENSION)
+    # the module's default name imports as written in its usage line
+    name = default_destination("2026-11-23_0900_relu-2_ab12cd", "module", "relu-2")
+    assert name == "optimized_relu_2.py" and name.removesuffix(".py").isidentifier()
 
 
 def test_info_notes_are_not_integrity_findings() -> None:

@@ -41,9 +41,7 @@ async def _feed(pilot: Pilot[Any], events: Iterable[ev.EngineEvent]) -> None:
 async def _results(pilot: Pilot[Any]) -> None:
     await _feed(pilot, [*recorded.opening_events(), *recorded.result_events()])
     pilot.app.post_message(RecordsLoaded(recorded.records()))
-    await pilot.pause()
-    await pilot.press("up", "up")  # from the newest row to the CUDA variant
-    await pilot.pause()
+    await pilot.pause()  # the round's fastest clean row, the CUDA variant, is selected
 
 
 def test_first_start(snap_compare: SnapCompare) -> None:
@@ -87,3 +85,19 @@ def test_export_dialog(snap_compare: SnapCompare) -> None:
         await pilot.pause()
 
     assert snap_compare(_app(), terminal_size=SIZE, run_before=dialog)
+
+
+def test_results_at_80x24(snap_compare: SnapCompare) -> None:
+    """The narrow layout: table above the tabs, least important columns dropped, ? help shown."""
+    assert snap_compare(_app(), terminal_size=(80, 24), run_before=_results)
+
+
+def test_builtin_only_notice(snap_compare: SnapCompare) -> None:
+    async def no_server(pilot: Pilot[Any]) -> None:
+        await _feed(pilot, [*recorded.opening_events(), ev.EngineError(
+            "no model: the model server at http://127.0.0.1:8000/v1 is not reachable "
+            "(connection refused); running the built-in proposer only",
+            "start a model server (vLLM, SGLang, llama.cpp, Ollama) and set OPENAI_BASE_URL",
+            0, True)])
+
+    assert snap_compare(_app(), terminal_size=SIZE, run_before=no_server)

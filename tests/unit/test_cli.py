@@ -77,3 +77,57 @@ def test_module_entry_point_runs() -> None:
     result = subprocess.run([sys.executable, "-m", "cudal1_tui", "--version"],
                             capture_output=True, text=True, check=True)
     assert result.stdout.startswith("cudal1-tui ")
+
+
+WRONG_RELU = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2.0
+'''
+
+
+def test_eval_uses_cpu_sizes_on_a_cpu_and_exits_1_when_not_ok(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    candidate = tmp_path / "cand.py"
+    candidate.write_text(WRONG_RELU)
+    problem = Path(__file__).resolve().parents[2] / "examples" / "relu.py"
+    code = main(["eval", str(problem), str(candidate), "--json", "--trials", "1",
+                 "--budget", "0.2", "--build-dir", str(tmp_path / "build")])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert result["status"] == "incorrect"
+
+
+@pytest.mark.parametrize(("sizes", "device", "rows"), [
+    ("auto", "cpu", "rows = 128"), ("auto", "cuda", "rows = 16384"),
+    ("full", "cpu", "rows = 16384"), ("cpu", "cuda", "rows = 128")])
+def test_eval_sizes(sizes: str, device: str, rows: str) -> None:
+    from cudal1_tui.cli.commands import eval_cmd
+
+    problem = Path(__file__).resolve().parents[2] / "examples" / "relu.py"
+    args = build_parser().parse_args(["eval", str(problem), str(problem), "--sizes", sizes,
+                                      "--device", device])
+    assert rows in eval_cmd._job(args).problem_source
+
+
+def test_eval_with_a_missing_file_exits_2(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", str(tmp_path / "nope.py"), str(tmp_path / "c.py")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_the_exit_line_names_the_session_and_the_next_commands() -> None:
+    from cudal1_tui.cli.commands.open_cmd import exit_line
+
+    line = exit_line("2026-11-23_0900_relu_ab12cd", "/s/2026-11-23_0900_relu_ab12cd",
+                     Path("examples/relu.py"))
+    assert line.splitlines() == [
+        "session 2026-11-23_0900_relu_ab12cd saved in /s/2026-11-23_0900_relu_ab12cd",
+        "  resume: cudal1-tui examples/relu.py --resume",
+        "  export: cudal1-tui export 2026-11-23_0900_relu_ab12cd --format trl -o data.jsonl"]

@@ -1,4 +1,8 @@
-"""``cudal1-tui eval PROBLEM CANDIDATE``: evaluate one candidate, print the result."""
+"""``cudal1-tui eval PROBLEM CANDIDATE``: evaluate one candidate, print the result.
+
+Exit codes: 0 the candidate is verified (status ``ok``), 1 it is not (compile error,
+runtime error, incorrect, timeout, rejected), 2 bad usage (a missing file, a bad flag).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from cudal1_tui.uncertainty import interval_text, machine_busy, noise_warning, precision_text
 from evaluator.launch import evaluate
 from evaluator.schema import Flag, Job, Result
 
 NAME = "eval"
+NOT_OK = 1
 USAGE_ERROR = 2
 _DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
 
@@ -23,6 +29,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("problem", type=Path, help="the reference problem file")
     parser.add_argument("candidate", type=Path, help="a module defining ModelNew")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--sizes", choices=("auto", "cpu", "full"), default="auto",
+                        help="problem sizes: the file's (full), its `# cpu-sizes:` (cpu), or "
+                        "cpu sizes on a CPU device and full ones on a GPU (auto, the default)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--tolerance", default="strict", choices=["strict", "relaxed"])
     parser.add_argument("--trials", type=int, default=5, help="correctness trials")
@@ -32,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         help="also time torch.compile of the reference")
     parser.add_argument("--build-dir", type=Path, default=None, help="build cache directory")
     parser.set_defaults(handler=run)
+    parser.epilog = "exit codes: 0 verified (ok), 1 not ok, 2 bad usage"
 
 
 class _Usage(Exception):
@@ -45,6 +55,19 @@ def _read(path: Path, what: str) -> str:
         raise _Usage(f"the {what} file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise _Usage(f"cannot read the {what} file {path}: {exc}") from None
+
+
+def _sized(source: str, args: argparse.Namespace) -> str:
+    """The problem at the sizes asked for: ``auto`` shrinks on a CPU device only."""
+    if args.sizes == "full" or (args.sizes == "auto" and args.device != "cpu"):
+        return source
+    from cudal1_tui.errors import ProblemError
+    from cudal1_tui.problem.sizing import shrink_for_cpu
+
+    try:
+        return shrink_for_cpu(source)
+    except ProblemError as exc:
+        raise _Usage(f"{args.problem}: {exc.message}") from None
 
 
 def _build_dir(args: argparse.Namespace) -> str:
@@ -64,7 +87,7 @@ def _job(args: argparse.Namespace) -> Job:
     if args.trials < 1 or args.budget <= 0 or args.timeout <= 0:
         raise _Usage("--trials must be >= 1, --budget and --timeout > 0")
     return Job(
-        problem_source=_read(args.problem, "problem"),
+        problem_source=_sized(_read(args.problem, "problem"), args),
         candidate_source=_read(args.candidate, "candidate"),
         device=args.device,
         problem_name=args.problem.stem,
@@ -108,9 +131,15 @@ def judge(job: Job, console: Console | None = None) -> Result:
 
 def _print_summary(result: Result, console: Console) -> None:
     colour = "green" if result.ok else "red"
-    speed = f"{result.speedup:.3g}x" if result.speedup else "-"
+    stored = result.to_dict()
+    speed = precision_text(stored, result.speedup) if result.speedup else "-"
+    interval = interval_text(stored)
+    speed += f" (p10–p90 {interval})" if interval else ""
     console.print(f"[bold {colour}]{result.status}[/]  speedup {speed}  reward "
                   f"{result.reward:.3g} ({result.reward_formula})", highlight=False)
+    for warning in (noise_warning(stored), machine_busy()):
+        if warning:
+            console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if result.message:
         console.print(result.message, highlight=False, markup=False)
     if result.timing:
@@ -132,9 +161,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return USAGE_ERROR
     if args.json:
-        print(judge(job).to_json())
+        result = judge(job)
+        print(result.to_json())
         sys.stdout.flush()
     else:
         console = Console()
-        _print_summary(judge(job, console if console.is_terminal else None), console)
-    return 0
+        result = judge(job, console if console.is_terminal else None)
+        _print_summary(result, console)
+    return 0 if result.ok else NOT_OK

@@ -1,20 +1,31 @@
-"""``cudal1-tui FILE`` (alias ``open``): the Textual app on a problem file."""
+"""``cudal1-tui FILE`` (alias ``open``): the Textual app on a problem file.
+
+The file's contract is checked statically first (the same check as ``inspect``, in well
+under a second): a broken file is reported compiler-style (``file:line:col: error: …``)
+with exit code 1 before any screen opens. On exit the session id is printed with the
+commands that resume and export it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
+from cudal1_tui.cli.session_refs import LAST, resolve_ref
+from cudal1_tui.config import sessions_dir
 from cudal1_tui.errors import ProblemError
 
 NAME = "open"
+BROKEN_FILE = 1
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(NAME, help="open the app on a problem file (also: cudal1-tui FILE)")
     parser.add_argument("file", type=Path, help="a KernelBench-style problem file")
-    parser.add_argument("--resume", metavar="SESSION", help="continue a session (id or path)")
+    parser.add_argument("--resume", metavar="SESSION", nargs="?", const=LAST,
+                        help="continue a session (id or path); alone: this file's last session")
     parser.add_argument("--sizes", choices=("auto", "full", "cpu"), default="auto",
                         help="problem sizes: the file's, or CPU-friendly ones (default: auto)")
     # Hidden: mount the app headless, print the time to the first frame in ms, exit.
@@ -23,19 +34,46 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(handler=run)
 
 
+def static_errors(path: Path) -> list[str]:
+    """``file:line:col: error: …`` lines for a file that breaks the problem contract."""
+    from cudal1_tui.problem.inspect import inspect_source
+    from cudal1_tui.problem.loader import read_source
+
+    inspection = inspect_source(read_source(path), str(path))
+    return [issue.render(str(path)) for issue in inspection.errors]
+
+
+def exit_line(session_id: str, session_path: str, problem: Path) -> str:
+    return (f"session {session_id} saved in {session_path}\n"
+            f"  resume: cudal1-tui {problem} --resume\n"
+            f"  export: cudal1-tui export {session_id} --format trl -o data.jsonl")
+
+
 def run(args: argparse.Namespace) -> int:
     path: Path = args.file
     if not path.is_file():
         raise ProblemError(f"{path}: no such file",
                            fix="pass a KernelBench-style problem file, e.g. examples/relu.py")
-    settings = settings_from_args(args).settings
+    errors = [] if args.measure_startup else static_errors(path)
+    if errors:
+        print("\n".join(errors), file=sys.stderr)
+        print(f"fix the file (`cudal1-tui inspect {path}` shows the expected format)",
+              file=sys.stderr)
+        return BROKEN_FILE
+    effective = settings_from_args(args)
+    settings = effective.settings
+    resume = args.resume
+    if resume is not None:
+        resume = resolve_ref(resume, sessions_dir(settings), problem=path.stem)
     # Imported here so `cudal1-tui --help` and the other commands do not load Textual.
     from cudal1_tui.ui.app import CudaL1App
 
-    app = CudaL1App(path.resolve(), settings, resume=args.resume, sizes=args.sizes,
-                    measure_startup=args.measure_startup)
+    app = CudaL1App(path.resolve(), settings, resume=resume, sizes=args.sizes,
+                    measure_startup=args.measure_startup, config_path=effective.config_path)
     code = app.run(headless=args.measure_startup)
     if args.measure_startup:
         print(f"first frame: {app.first_frame_ms:.0f} ms after the app was built "
               f"(at {app.first_frame_at:.6f})")
+    elif app.closed_session is not None:
+        print(exit_line(*app.closed_session, path))
     return code if isinstance(code, int) else 0

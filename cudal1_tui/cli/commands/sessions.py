@@ -1,4 +1,4 @@
-"""``cudal1-tui sessions``: list past sessions."""
+"""``cudal1-tui sessions``: list past sessions; ``sessions prune`` removes empty (and old) ones."""
 
 from __future__ import annotations
 
@@ -16,8 +16,15 @@ NAME = "sessions"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser(NAME, help="list past sessions")
+    parser = sub.add_parser(NAME, help="list past sessions (or prune them)")
+    parser.add_argument("action", nargs="?", choices=("list", "prune"), default="list",
+                        help="list (default), or prune: remove empty sessions, and with "
+                        "--older-than also old ones")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--older-than", type=float, metavar="DAYS", default=None,
+                        help="prune: also remove sessions created more than DAYS ago")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="prune: say what would be removed, remove nothing")
     add_settings_flags(parser)
     parser.set_defaults(handler=run)
 
@@ -37,9 +44,30 @@ def _table(rows: list[SessionSummary], root: str) -> Table:
     return table
 
 
+def _prune(args: argparse.Namespace, rows: list[SessionSummary]) -> int:
+    from pathlib import Path
+
+    from cudal1_tui.cli import prune
+
+    console = Console(highlight=False)
+    doomed = prune.choose(rows, args.older_than)
+    verb = "would remove" if args.dry_run else "removed"
+    removed = 0
+    for item in doomed:
+        if args.dry_run or prune.remove(Path(item.summary.folder)):
+            removed += 1
+            console.print(f"{verb} {item.summary.session_id} ({item.why})")
+        else:
+            console.print(f"kept {item.summary.session_id}: in use by a running app")
+    console.print(f"{verb} {removed} session(s); {len(rows) - removed} kept")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     root = sessions_dir(settings_from_args(args).settings)
     rows = list_sessions(root)
+    if args.action == "prune":
+        return _prune(args, rows)
     if args.json:
         print(json.dumps([s.to_dict() for s in rows], indent=2))
     elif not rows:

@@ -11,10 +11,12 @@ from rich.table import Table
 
 from cudal1_tui.cli.commands.sessions import speed
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
+from cudal1_tui.cli.session_refs import resolve_ref
 from cudal1_tui.config import sessions_dir
 from cudal1_tui.store import Session
 from cudal1_tui.store.measure import flag_codes
 from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.uncertainty import interval_text, noisy, precision_text, speedup_interval
 
 NAME = "show"
 
@@ -29,7 +31,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def candidate_row(r: CandidateRecord) -> dict[str, Any]:
     return {"record_id": r.record_id, "round": r.round, "slot": r.slot, "source": r.source,
-            "status": r.status, "speedup": r.speedup, "reward": r.reward,
+            "status": r.status, "speedup": r.speedup,
+            "speedup_interval": speedup_interval(r.result), "noisy": noisy(r.result),
+            "speedup_strict": r.result.get("speedup_strict"),
+            "precision": r.result.get("precision") or {}, "reward": r.reward,
             "flags": flag_codes(r.result), "decision": r.decision}
 
 
@@ -53,15 +58,21 @@ def _as_json(session: Session) -> dict[str, Any]:
 
 def _candidates_table(session: Session) -> Table:
     table = Table(title=f"{session.id} — {session.meta.problem_name}")
-    for column in ("round", "slot", "record", "source", "status", "speedup", "reward",
-                   "flags", "decision"):
+    for column in ("round", "slot", "record", "source", "status", "speedup", "p10–p90",
+                   "reward", "flags", "decision"):
         table.add_column(column, overflow="fold", no_wrap=column == "record")
     for r in session.records():
         status = f"[green]{r.status}[/]" if r.status == "ok" else f"[red]{r.status}[/]"
         table.add_row(str(r.round), str(r.slot), r.record_id, r.source, status,
-                      speed(r.speedup), f"{r.reward:.3g}", ",".join(flag_codes(r.result)),
+                      _speedup(r), interval_text(r.result), f"{r.reward:.3g}",
+                      ",".join(flag_codes(r.result)),
                       r.decision)
     return table
+
+
+def _speedup(r: CandidateRecord) -> str:
+    text = precision_text(r.result, r.speedup) if r.speedup is not None else speed(None)
+    return f"[yellow]{text} (noisy)[/]" if noisy(r.result) else text
 
 
 def _print(console: Console, session: Session) -> None:
@@ -89,7 +100,8 @@ def _print(console: Console, session: Session) -> None:
 
 def run(args: argparse.Namespace) -> int:
     root = sessions_dir(settings_from_args(args).settings)
-    with Session.open(args.session, root, readonly=True) as session:
+    ref = resolve_ref(args.session, root)
+    with Session.open(ref, root, readonly=True) as session:
         if args.json:
             print(json.dumps(_as_json(session), indent=2))
         else:

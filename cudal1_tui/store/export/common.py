@@ -106,3 +106,14 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def precision_columns(record: CandidateRecord) -> dict[str, Any]:
+    """``speedup_strict`` (against strict fp32; None when equal to the speedup or unknown)
+    and ``precision`` (the candidate's: fp32, tf32, fp16, bf16, mixed; "" in old traces)."""
+    result = record.result
+    strict = result.get("speedup_strict")
+    precision = result.get("precision") or {}
+    label = precision.get("candidate", "") if isinstance(precision, dict) else ""
+    return {"speedup_strict": float(strict) if isinstance(strict, int | float) else None,
+            "precision": str(label or "")}

@@ -8,6 +8,7 @@ by a comment saying how it was measured.
 from __future__ import annotations
 
 import ast
+import keyword
 from pathlib import Path
 
 from cudal1_tui import __version__
@@ -16,6 +17,7 @@ from cudal1_tui.store.export.common import ExportOptions, SessionData
 from cudal1_tui.store.measure import candidate_ms, max_errors, reference_ms
 from cudal1_tui.store.naming import now_iso
 from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.uncertainty import precision_text
 
 EXTENSION = "py"
 HELPERS = ("get_inputs", "get_init_inputs")
@@ -44,12 +46,41 @@ def reference_helpers(reference: str) -> str:
     return "\n".join(parts)
 
 
+def assigned_names(source: str) -> set[str]:
+    """Names a module assigns at its top level (its sizes, among others)."""
+    names: set[str] = set()
+    for node in ast.parse(source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) else [])
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def without_assignments(code: str, names: set[str]) -> str:
+    """``code`` minus its top-level assignments to ``names``: the reference's sizes (the
+    ones the kernel was verified at) are appended later and must be the only ones."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    drop: set[int] = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) else [])
+        if targets and all(isinstance(t, ast.Name) and t.id in names for t in targets):
+            drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return "\n".join(line for i, line in enumerate(code.splitlines(), 1) if i not in drop)
+
+
+def check_module_name(name: str) -> None:
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise ExportError(f"{name!r} cannot be imported as a Python module name",
+                          fix=f"name the file like a module, e.g. -o optimized_{name[:20]}.py "
+                          "(letters, digits and _ only, not starting with a digit)")
+
+
 def _fmt(value: float | None, unit: str = "") -> str:
     return f"{value:.4g}{unit}" if value is not None else "n/a"
-
-
-def _speed(value: float | None) -> str:
-    return f"{value:.2f}x" if value is not None else "n/a"
 
 
 def _pairs(mapping: object, sep: str = " ") -> str:
@@ -76,13 +107,14 @@ def header(data: SessionData, record: CandidateRecord, module_name: str) -> str:
     versions = result.get("versions") or data.meta.get("versions") or {}
     tolerance = result.get("tolerance") or {}
     abs_err, rel_err = max_errors(result)
+    speedup = precision_text(result, record.speedup).replace("×", "x")
     lines = [
         f"Optimized {data.problem_name} — exported by cudal1-tui {__version__} on {now_iso()}",
         "",
         f"Use it in place of the original module: `from {module_name} import Model`.",
         "",
         "How it was measured:",
-        f"  speedup            {_speed(record.speedup)} over eager PyTorch "
+        f"  speedup            {speedup} over eager PyTorch "
         f"(median {_fmt(reference_ms(result), ' ms')} -> {_fmt(candidate_ms(result), ' ms')})",
         f"  device             {device.get('name') or _pairs(device)}",
         f"  versions           {_pairs(versions)}",
@@ -100,7 +132,8 @@ def header(data: SessionData, record: CandidateRecord, module_name: str) -> str:
 
 def render(data: SessionData, record: CandidateRecord, module_name: str) -> str:
     helpers = reference_helpers(data.reference_source)
-    return (f"{header(data, record, module_name)}\n\n{record.code.rstrip()}\n\n\n"
+    code = without_assignments(record.code, assigned_names(helpers))
+    return (f"{header(data, record, module_name)}\n\n{code.rstrip()}\n\n\n"
             "# --- added by cudal1-tui export: the name and the inputs of the reference ---\n"
             f"Model = ModelNew\n\n{helpers}\n")
 
@@ -113,6 +146,7 @@ def write(sessions: list[SessionData], options: ExportOptions, path: Path) -> in
     if data.accepted is None:
         raise ExportError(f"session {data.session_id} has no accepted candidate",
                           fix="accept one in the app (key `a`) and export again")
+    check_module_name(path.stem)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(data, data.accepted, path.stem), encoding="utf-8")
     return 1

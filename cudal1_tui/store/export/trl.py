@@ -1,9 +1,10 @@
 """``trl``: conversational prompt/completion rows with reward columns.
 
 ``prompt`` is the chat list, ``completion`` the assistant turn; ``reward``, ``speedup``,
-``status``, ``reference_code``, ``problem_name``, ``record_id`` and ``session_id`` are
-extra columns (TRL's GRPO passes every extra column to reward functions as a kwarg).
-Every model candidate is kept (failures carry reward 0) unless filters say otherwise.
+``speedup_strict``, ``precision``, ``status``, ``reference_code``, ``problem_name``,
+``record_id`` and ``session_id`` are extra columns (TRL's GRPO passes every extra column
+to reward functions as a kwarg). Every model candidate is kept (failures carry reward 0)
+unless filters say otherwise.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from cudal1_tui.store.export.common import (
     SessionData,
     assistant,
     has_completion,
+    precision_columns,
     prompt_of,
     selected,
     write_jsonl,
@@ -31,6 +33,7 @@ def row(data: SessionData, record: CandidateRecord, options: ExportOptions) -> d
         "completion": [assistant(record, options.with_reasoning)],
         "reward": float(record.reward),
         "speedup": record.speedup,
+        **precision_columns(record),
         "status": record.status,
         "reference_code": data.reference_source,
         "problem_name": data.problem_name,

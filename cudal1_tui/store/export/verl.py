@@ -3,7 +3,8 @@
 Columns: ``data_source`` ("cudal1-tui/<problem>"), ``prompt`` (list<struct<role,
 content>>), ``ability`` ("cuda-optimization"), ``reward_model`` ({style: "rule",
 ground_truth: <reference code>}), ``extra_info`` ({split, index, session_id, record_id,
-speedup, reward}). ``verl_reward.compute_score`` reads the logged reward back.
+speedup, speedup_strict, precision, reward}). ``verl_reward.compute_score`` reads the logged
+reward back.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from cudal1_tui.errors import ExportError
-from cudal1_tui.store.export.common import ExportOptions, SessionData, has_completion, selected
+from cudal1_tui.store.export.common import (
+    ExportOptions,
+    SessionData,
+    has_completion,
+    precision_columns,
+    selected,
+)
 
 EXTENSION = "parquet"
 ABILITY = "cuda-optimization"
@@ -32,7 +39,8 @@ def _rows(sessions: list[SessionData], options: ExportOptions) -> list[dict[str,
                 "reward_model": {"style": "rule", "ground_truth": data.reference_source},
                 "extra_info": {"split": "train", "index": len(rows),
                                "session_id": data.session_id, "record_id": record.record_id,
-                               "speedup": record.speedup, "reward": float(record.reward)},
+                               "speedup": record.speedup, **precision_columns(record),
+                               "reward": float(record.reward)},
             })
     return rows
 
@@ -51,7 +59,8 @@ def _schema() -> Any:
         ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
         ("extra_info", pa.struct([
             ("split", pa.string()), ("index", pa.int64()), ("session_id", pa.string()),
-            ("record_id", pa.string()), ("speedup", pa.float64()), ("reward", pa.float64()),
+            ("record_id", pa.string()), ("speedup", pa.float64()),
+            ("speedup_strict", pa.float64()), ("precision", pa.string()), ("reward", pa.float64()),
         ])),
     ])
 

@@ -29,7 +29,12 @@ class ExportRequest:
     only_accepted: bool = False
 
 
-def default_destination(session_id: str, fmt: str) -> str:
+def default_destination(session_id: str, fmt: str, problem: str = "") -> str:
+    """A file name per format; the module's must import as written: ``optimized_relu.py``."""
+    if fmt == "module":
+        from cudal1_tui.store.naming import slug
+
+        return f"optimized_{slug(problem or 'model')}.py"
     return f"{session_id or 'session'}-{fmt}{SUFFIX.get(fmt, '.jsonl')}"
 
 
@@ -37,10 +42,14 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
     CSS_PATH = "../styles/export.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel", show=False)]
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, problem: str = "") -> None:
         super().__init__()
         self._session_id = session_id
+        self._problem = problem
         self._format = FORMATS[0][0]
+
+    def _default(self) -> str:
+        return default_destination(self._session_id, self._format, self._problem)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export-box"):
@@ -49,7 +58,7 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
                 for index, (name, label) in enumerate(FORMATS):
                     yield RadioButton(f"{name} — {label}", value=index == 0, name=name)
             yield Static("destination")
-            yield Input(default_destination(self._session_id, self._format), id="export-dest")
+            yield Input(self._default(), id="export-dest")
             yield Checkbox("accepted candidates only", id="export-accepted")
             yield Static("", id="export-error")
             with Horizontal(id="export-buttons"):
@@ -59,10 +68,10 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
     def on_radio_set_changed(self, event: RadioSet.Changed) -> None:
         event.stop()
         dest = self.query_one("#export-dest", Input)
-        was_default = dest.value == default_destination(self._session_id, self._format)
+        was_default = dest.value == self._default()
         self._format = event.pressed.name or FORMATS[0][0]
         if was_default:
-            dest.value = default_destination(self._session_id, self._format)
+            dest.value = self._default()
 
     def _submit(self) -> None:
         dest = self.query_one("#export-dest", Input).value.strip()

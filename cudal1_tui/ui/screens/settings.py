@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from textual.app import ComposeResult
@@ -51,13 +52,16 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
     CSS_PATH = "../styles/settings.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel", show=False)]
 
-    def __init__(self, current: dict[str, Any]) -> None:
+    def __init__(self, current: dict[str, Any], config_path: Path | None = None) -> None:
         super().__init__()
         self._current = current
+        self._saved_to = (f"saved to {config_path}" if config_path is not None
+                          else "this session only: not written to a config file")
 
     def compose(self) -> ComposeResult:
         with Vertical(id="settings-box"):
             yield Static("[b]Generation settings[/b] (apply from the next round)")
+            yield Static(self._saved_to, id="settings-where", markup=False)
             with Grid(id="settings-grid"):
                 for field in FIELDS:
                     yield Label(field.label)

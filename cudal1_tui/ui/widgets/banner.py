@@ -1,6 +1,8 @@
-"""An error banner: what failed, how to fix it, and a Retry button."""
+"""A banner: what failed (or, at info level, what runs instead), how to fix it, Retry."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 from textual import on
 from textual.app import ComposeResult
@@ -18,8 +20,10 @@ class ErrorBanner(Horizontal):
         yield Button("Retry", id="banner-retry", variant="warning")
         yield Button("Dismiss", id="banner-dismiss")
 
-    def show(self, message: str, fix: str = "", *, retry: bool = True) -> None:
-        self.query_one("#banner-message", Static).update(f"[b]error[/b] {message}")
+    def show(self, message: str, fix: str = "", *, retry: bool = True,
+             severity: Literal["error", "info"] = "error") -> None:
+        self.set_class(severity == "info", "-info")
+        self.query_one("#banner-message", Static).update(f"[b]{severity}[/b] {message}")
         self.query_one("#banner-fix", Static).update(f"[b]fix[/b] {fix}" if fix else "")
         self.query_one("#banner-retry", Button).display = retry
         self.display = True

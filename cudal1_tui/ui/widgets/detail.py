@@ -20,8 +20,11 @@ from cudal1_tui.ui.diffing import Layout, render_diff, stats
 from cudal1_tui.ui.format import STATUS_STYLE
 from cudal1_tui.ui.syntax import cuda_highlight_query, cuda_language, cuda_sources
 from cudal1_tui.ui.widgets.output import ModelOutput
+from cudal1_tui.uncertainty import interval_text, noise_warning, precision_text
 
 COMPILE_TAIL = 30
+SPLIT_MIN_WIDTH = 120  # below this a side-by-side diff cuts both sides: show it unified
+TABS = ("tab-diff", "tab-code", "tab-analysis", "tab-output", "tab-logs")
 NO_CUDA = "// this variant embeds no CUDA/C++ source (a PyTorch-level change)"
 
 
@@ -31,6 +34,13 @@ def findings_text(record: CandidateRecord) -> Text:
     style = STATUS_STYLE.get(record.status, "")
     text = Text.assemble((f"{record.round}.{record.slot} {record.source}: ", "bold"),
                          (record.status, style))
+    if record.speedup is not None:
+        interval = interval_text(result)
+        text.append(f"\nspeedup {precision_text(result, record.speedup)}"
+                    + (f", p10–p90 range {interval}" if interval else ""))
+    warning = noise_warning(result)
+    if warning:
+        text.append(f"\n{warning}", style="yellow")
     for line in (record.parse_error, str(result.get("message", "") or "")):
         if line:
             text.append(f"\n{line}")
@@ -88,11 +98,19 @@ class DetailPane(Vertical):
     def active(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
 
+    def cycle_tab(self, step: int) -> None:
+        self.active = TABS[(TABS.index(self.active) + step) % len(TABS)]
+
     def show_diff(self, base_label: str, base: str, code: str, layout: Layout) -> None:
         added, removed = stats(base, code)
+        shown = layout
+        if layout == "split" and self.size.width < SPLIT_MIN_WIDTH:
+            shown = "unified"
+        note = "unified (split needs a wider pane)" if shown != layout else layout
         self.query_one("#diff-title", Label).update(
-            f"against [b]{base_label}[/b] · {layout} · +{added} −{removed}  (b: base, v: layout)"
+            f"against [b]{base_label}[/b] · {note} · +{added} −{removed}  (b: base, v: layout)"
         )
+        layout = shown
         self.query_one("#diff-body", Static).update(render_diff(base, code, layout))
 
     def show_record(self, record: CandidateRecord) -> None:

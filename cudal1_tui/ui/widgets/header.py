@@ -28,19 +28,22 @@ class HeaderBar(Static):
     def render(self) -> Text:
         info = self.info
         shown = display_of(self)
-        text = Text.assemble(
+        # most important first: a narrow terminal cuts each line's end, never wraps it
+        first = Text.assemble(
             ("cudal1-tui ", "bold #61afef"),
             (info.problem or "…", "bold"),
-            ("  device ", "dim"),
-            info.device or "…",
-            ("  eager ", "dim"),
-            shown.ms(info.reference_ms),
-            ("  torch.compile ", "dim"),
-            shown.ms(info.torch_compile_ms),
             ("  best ", "dim"),
             (shown.speedup(info.best_speedup), "bold green" if info.best_speedup else ""),
+            ("  reference: eager ", "dim"),
+            shown.ms(info.reference_ms),
+            (" · torch.compile ", "dim"),
+            shown.ms(info.torch_compile_ms),
+            ("  device ", "dim"),
+            info.device or "…",
         )
-        text.append("\n")
-        text.append(f"session {shown.session(info.session_id) or '—'}", style="dim")
-        text.append(f"  {info.status}", style="italic")
-        return text
+        second = Text(f"session {shown.session(info.session_id) or '—'}", style="dim")
+        second.append(f"  {info.status}", style="italic")
+        width = max(self.size.width, 1)
+        first.truncate(width, overflow="ellipsis")
+        second.truncate(width, overflow="ellipsis")
+        return Text("\n").join([first, second])

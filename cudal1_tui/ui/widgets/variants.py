@@ -1,31 +1,50 @@
-"""The sortable table of variants: one row per candidate record."""
+"""The sortable table of variants: one row per candidate record.
+
+Columns have a priority: when the table is narrow the least important go first
+(max error, then the interval, then flags…), so speedup, status and decision stay.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.widgets import DataTable
 
 from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.ui.display import DEFAULT, DisplayOptions, display_of
 from cudal1_tui.ui.format import STATUS_STYLE, flags_text, max_error, record_flags, source_text
 from cudal1_tui.ui.messages import VariantChosen
+from cudal1_tui.uncertainty import interval_text, noisy
 
-# (key, label, width): fixed widths so long built-in names or flags never push columns away.
-COLUMNS: tuple[tuple[str, str, int], ...] = (
-    ("round", "rnd", 4),
-    ("source", "source", 25),
-    ("status", "status", 13),
-    ("speedup", "speedup", 8),
-    ("error", "max err", 7),
-    ("flags", "flags", 10),
-    ("decision", "decision", 8),
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    width: int
+    keep: int  # higher stays longer when the table narrows
+
+
+# Fixed widths so long built-in names or flags never push columns away.
+COLUMNS: tuple[Column, ...] = (
+    Column("round", "rnd", 4, 9),
+    Column("source", "source", 25, 4),
+    Column("status", "status", 13, 7),
+    Column("speedup", "speedup", 8, 8),
+    Column("range", "p10–p90", 11, 2),
+    Column("error", "max err", 7, 1),
+    Column("flags", "flags", 10, 5),
+    Column("decision", "decision", 8, 6),
 )
+CELL_PADDING = 2  # DataTable pads each cell by one column on either side
+MIN_SOURCE = 12  # the source column shrinks to this before whole columns drop
 
 DECISION_STYLE = {"accepted": "bold green", "rejected": "red", "undone": "yellow", "pending": "dim"}
-
+WIN = 1.01  # the reward's threshold: at or below it a variant is no faster
 
 # A key of None (no speedup, no error measured) sorts last in either direction.
 SORT_KEYS: dict[str, Callable[[CandidateRecord], Any]] = {
@@ -33,23 +52,75 @@ SORT_KEYS: dict[str, Callable[[CandidateRecord], Any]] = {
     "source": lambda r: r.source,
     "status": lambda r: r.status,
     "speedup": lambda r: r.speedup,
+    "range": lambda r: r.speedup,
     "error": lambda r: max_error(r.result),
     "flags": lambda r: len(record_flags(r)),
     "decision": lambda r: r.decision,
 }
 
 
-def row_cells(record: CandidateRecord, shown: DisplayOptions = DEFAULT) -> list[Text]:
-    fast = "bold green" if (record.speedup or 0) > 1.01 else ""
-    return [
-        Text(f"{record.round}.{record.slot}", justify="right"),
-        Text(source_text(record.source)),
-        Text(record.status, style=STATUS_STYLE.get(record.status, "")),
-        Text(shown.speedup(record.speedup), justify="right", style=shown.measured_style(fast)),
-        Text(shown.error(max_error(record.result)), justify="right"),
-        Text(flags_text(shown.flags(record_flags(record))), style="bold red"),
-        Text(record.decision, style=DECISION_STYLE.get(record.decision, "")),
-    ]
+def speedup_style(record: CandidateRecord) -> str:
+    """Green above the win threshold, red below 1×, yellow in between or when noisy."""
+    speedup = record.speedup
+    if speedup is None:
+        return ""
+    if speedup < 1.0:
+        return "bold red"
+    if speedup <= WIN or noisy(record.result):
+        return "yellow"
+    return "bold green"
+
+
+def accept_doubts(record: CandidateRecord) -> list[str]:
+    """Why accepting ``record`` needs a confirmation; empty when it does not."""
+    doubts = []
+    if record.speedup is None:
+        doubts.append("its speedup was not measured")
+    elif record.speedup <= 1.0:
+        doubts.append(f"it is not faster than the reference ({record.speedup:.2f}×)")
+    flags = record_flags(record)
+    if flags:
+        doubts.append(f"it carries integrity findings ({flags_text(flags)}); its speedup may "
+                      "not be real")
+    return doubts
+
+
+def best_record(records: list[CandidateRecord]) -> CandidateRecord | None:
+    """The fastest verified, unflagged variant; None when there is none."""
+    clean = [r for r in records if r.status == "ok" and r.speedup is not None
+             and not record_flags(r)]
+    return max(clean, key=lambda r: r.speedup or 0.0, default=None)
+
+
+def visible_columns(width: int) -> list[Column]:
+    """The columns that fit in ``width`` cells, dropping the least important first."""
+    shown = list(COLUMNS)
+    while len(shown) > 1:
+        needed = sum(c.width + CELL_PADDING for c in shown)
+        source = next((c for c in shown if c.key == "source"), None)
+        if source is not None:
+            needed -= source.width - MIN_SOURCE
+        if needed <= width:
+            break
+        shown.remove(min(shown, key=lambda c: c.keep))
+    return shown
+
+
+def row_cells(record: CandidateRecord, keys: list[str],
+              shown: DisplayOptions = DEFAULT) -> list[Text]:
+    cells = {
+        "round": lambda: Text(f"{record.round}.{record.slot}", justify="right"),
+        "source": lambda: Text(source_text(record.source)),
+        "status": lambda: Text(record.status, style=STATUS_STYLE.get(record.status, "")),
+        "speedup": lambda: Text(shown.speedup(record.speedup), justify="right",
+                                style=shown.measured_style(speedup_style(record))),
+        "range": lambda: Text("•" if shown.mask_measurements and interval_text(record.result)
+                              else interval_text(record.result), style="dim"),
+        "error": lambda: Text(shown.error(max_error(record.result)), justify="right"),
+        "flags": lambda: Text(flags_text(shown.flags(record_flags(record))), style="bold red"),
+        "decision": lambda: Text(record.decision, style=DECISION_STYLE.get(record.decision, "")),
+    }
+    return [cells[key]() for key in keys]
 
 
 class VariantTable(DataTable[Text]):
@@ -57,10 +128,31 @@ class VariantTable(DataTable[Text]):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self._records: dict[str, CandidateRecord] = {}
         self._sort: tuple[str, bool] = ("round", False)
+        self._columns: list[Column] = []
 
     def on_mount(self) -> None:
-        for key, label, width in COLUMNS:
-            self.add_column(label, key=key, width=width)
+        self._set_columns(visible_columns(self.size.width or 200))
+
+    def on_resize(self, event: events.Resize) -> None:
+        wanted = visible_columns(event.size.width)
+        if wanted != self._columns:
+            self._set_columns(wanted)
+
+    def _set_columns(self, columns: list[Column]) -> None:
+        keep = self.selected_id() if self._columns else None
+        self.clear(columns=True)
+        self._columns = columns
+        spare = self.size.width - sum(c.width + CELL_PADDING for c in columns)
+        for column in columns:
+            width = column.width
+            if column.key == "source" and spare < 0:
+                width = max(MIN_SOURCE, width + spare)
+            self.add_column(column.label, key=column.key, width=width)
+        self._redraw(keep)
+
+    @property
+    def column_keys(self) -> list[str]:
+        return [c.key for c in self._columns]
 
     @property
     def records(self) -> dict[str, CandidateRecord]:
@@ -76,12 +168,21 @@ class VariantTable(DataTable[Text]):
         self._records = {r.record_id: r for r in records}
         self._redraw(keep)
 
+    def select_best(self) -> bool:
+        best = best_record(list(self._records.values()))
+        if best is None:
+            return False
+        self.move_cursor(row=self.get_row_index(best.record_id))
+        return True
+
     def sort_by(self, column: str) -> None:
         name, reverse = self._sort
         self._sort = (column, not reverse if column == name else column == "speedup")
         self._redraw(self.selected_id())
 
     def _redraw(self, keep: str | None) -> None:
+        if not self._columns:
+            return
         name, reverse = self._sort
         key = SORT_KEYS[name]
         known = [r for r in self._records.values() if key(r) is not None]
@@ -90,7 +191,7 @@ class VariantTable(DataTable[Text]):
         self.clear()
         shown = display_of(self)
         for record in ordered:
-            self.add_row(*row_cells(record, shown), key=record.record_id)
+            self.add_row(*row_cells(record, self.column_keys, shown), key=record.record_id)
         if keep and keep in self._records:
             self.move_cursor(row=self.get_row_index(keep))
 
