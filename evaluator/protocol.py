@@ -16,7 +16,8 @@ Requests to the referee (trusted, never loads candidate code):
 Requests to the worker:
     init {init_seed}                       -> {settings_changed} after build and lock-down
     trial {slots: [a, b]}                  -> {outputs: [meta, meta], settings_changed}
-    burst {slots}                          -> {times_ms, late, outputs: [meta...]}
+    map {slots: {name: desc}}              -> {}   (opens the next burst's tensors, bounded)
+    burst {names}                          -> {times_ms, late, outputs: [meta...]}
 Both: finish {} -> the child sends its final report on the result pipe and exits.
 """
 

@@ -40,6 +40,7 @@ class Worker:
         self.guard: integrity.Guard | None = None
         self.init_seed: int | None = None  # from the parent: the referee builds Model with it
         self.timing_checked = False
+        self.mapped: dict[str, tuple[list[Any], list[Any]]] = {}
 
     def phase(self, name: str, step: Callable[[], None]) -> None:
         """Run one phase, recording its wall time (also when it stops the run)."""
@@ -207,12 +208,17 @@ class Worker:
         self.rep.settings_changed.update(after)
         return {"outputs": metas, "settings_changed": self.rep.settings_changed}
 
+    def map_slots(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Open the next burst's shared tensors ahead, outside the burst the parent times."""
+        self.mapped = {str(name): self._open(desc) for name, desc in msg["slots"].items()}
+        return {}
+
     def burst(self, msg: dict[str, Any]) -> dict[str, Any]:
         if not self.timing_checked:  # the globals and the guard once more before timing
             self.timing_checked = True
             self.rep.add_flags(self.fn.diff_globals(self.globals0, self.fn.snapshot_globals()))
             self.rep.add_flags(self.guard_findings())
-        opened = [self._open(s) for s in msg["slots"]]
+        opened = [self.mapped.pop(str(n)) for n in msg["names"]]
         held: list[Any] = []
         metas: list[dict[str, Any]] = []
 
@@ -327,7 +333,8 @@ def run(job: Job, channel: WorkerChannel, *, peer: Peer | None = None,
             worker.phase("build", worker.build)
             worker.phase("lock_down", worker.lock_down)
         else:
-            handlers = {"init": worker.serve_parent, "trial": worker.trial, "burst": worker.burst}
+            handlers = {"init": worker.serve_parent, "trial": worker.trial, "burst": worker.burst,
+                        "map": worker.map_slots}
             serve(peer, handlers, on_error)
         if not report.error_kind and worker.guard is not None:
             with worker.h.no_grad():
