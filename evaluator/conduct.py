@@ -81,6 +81,7 @@ class Conductor:
         self._next_id = 0
         self._rng = random.Random(os.urandom(16))
         self.xdir = worker.child.root / "tmp" / f"xchg-{secrets.token_hex(8)}"
+        self.alone_age: float | None = None  # set when the alone bursts are reused
 
     # -- plumbing --------------------------------------------------------------------------
     def _progress(self, stage: str, done: int, total: int, note: str = "") -> None:
@@ -134,7 +135,6 @@ class Conductor:
         self.init_seed = _seed()
         self.ev.info = self._ask_referee({"op": "init", "init_seed": self.init_seed,
                                           "probe_seed": _seed(), "xdir": str(self.xdir)})
-        self.alone_age: float | None = None
         found = reuse(self.ev.info) if reuse is not None else None
         if found is not None:
             self.ev.alone, self.alone_age = found

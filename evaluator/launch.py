@@ -179,6 +179,13 @@ def _converse(cond: conduct.Conductor, job: Job) -> None:
                 pristine_cache.put(pristine_cache.key_of(job, ev.info), ev.alone)
 
 
+def _explain_referee(cond: conduct.Conductor, referee: conduct.Running, job: Job) -> None:
+    """A referee that died says why: its exit and the last lines it wrote to stderr."""
+    if cond.ev.referee_error and referee.outcome is not None:
+        why = verdict.crash_message(referee.outcome, job.memory_limit_mb)
+        cond.ev.referee_error = f"{cond.ev.referee_error}\n{why}"
+
+
 def _single(job: Job, on_progress: sandbox.ProgressFn | None,
             cancel: threading.Event | None) -> Result:
     profiler = warm.take("profile", job.device, _limits(job)) if _profiles(job) else None
@@ -197,6 +204,7 @@ def _single(job: Job, on_progress: sandbox.ProgressFn | None,
         for running in (referee, worker):
             if running.thread is not None:
                 running.thread.join()
+    _explain_referee(cond, referee, job)
     outcome = worker.outcome or sandbox.Outcome(cancelled=True)
     report = _report(outcome)
     cancelled = cancel is not None and cancel.is_set()

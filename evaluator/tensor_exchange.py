@@ -92,7 +92,8 @@ def open_shared(desc: dict[str, Any], device: torch.device) -> Any:
 
 def _open_cuda(desc: dict[str, Any], dtype: torch.dtype, shape: list[int],
                device: torch.device) -> torch.Tensor:
-    torch.cuda.init()  # opening an IPC handle in a process without a CUDA context segfaults
+    # opening an IPC handle in a process without a CUDA context segfaults
+    torch.cuda.init()  # type: ignore[no-untyped-call]
     storage = torch.UntypedStorage._new_shared_cuda(  # type: ignore[attr-defined]
         int(desc["device"]), _unb64(desc["handle"]), int(desc["size_bytes"]),
         int(desc["offset_bytes"]), _unb64(desc["ref_handle"]), int(desc["ref_offset"]),
