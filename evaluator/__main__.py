@@ -22,6 +22,9 @@ from typing import Any
 
 
 def _child(args: argparse.Namespace) -> None:
+    from evaluator.lifetime import bind_to_parent
+
+    bind_to_parent()  # first: die with the parent, and take compilers and the rest along
     from evaluator.sandbox import Limits, apply_limits
 
     apply_limits(Limits.from_arg(args.limits))

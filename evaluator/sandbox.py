@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evaluator import channel
+from evaluator import channel, lifetime
 
 ProgressFn = Callable[[str, int, int, str], None]
 WARM_IDLE_S = 900.0  # an unused warm child exits after this long
@@ -206,7 +206,8 @@ class Child:
     def __init__(self, mode: str, limits: Limits, *, job_text: str | None = None,
                  warm_device: str = "") -> None:
         self.mode, self.limits = mode, limits
-        self.root = Path(tempfile.mkdtemp(prefix="cudal1-eval-"))
+        self.root = Path(tempfile.mkdtemp(prefix=lifetime.TEMP_PREFIX))
+        lifetime.mark_owner(self.root)  # swept at a later start if this process dies
         self._go_w: int | None = None
         try:
             self._start(job_text, warm_device)
@@ -245,8 +246,9 @@ class Child:
             try:
                 self.proc = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=tmp,
-                    env=scrub_env(dict(os.environ), home=home, tmpdir=tmp),
-                    pass_fds=tuple(child_fds), start_new_session=True,
+                    env={**scrub_env(dict(os.environ), home=home, tmpdir=tmp),
+                         **lifetime.child_env()},  # the child dies with this process
+                    pass_fds=(*child_fds, lifetime.watchdog_fd()), start_new_session=True,
                 )
             finally:
                 for fd in child_fds:

@@ -39,6 +39,7 @@ class Settings:
     temperature: float = 0.7
     top_p: float = 0.95
     max_tokens: int = 8192
+    max_reply_kb: int = 256  # longer replies are cut to this before parsing (recorded)
     candidates_per_round: int = 2
     exemplars: int = 2
     request_timeout_s: float = 600.0

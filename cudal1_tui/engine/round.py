@@ -17,6 +17,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from cudal1_tui.engine import prompts
+from cudal1_tui.engine.abandon import Abandoned, unless_cancelled
+from cudal1_tui.engine.capping import CUT_FIX, cap_reply
 from cudal1_tui.engine.events import (
     CandidateFinished,
     ChunkKind,
@@ -159,13 +161,20 @@ class RoundRunner:
     def _parsed(self, draft: Draft, completion: Completion) -> None:
         ws = self.ws
         self._stage(draft.slot, "parsing")
-        draft.raw_response, draft.reasoning = completion.content, completion.reasoning
+        capped = cap_reply(completion.content, completion.reasoning, ws.settings.max_reply_kb)
+        draft.raw_response, draft.reasoning = capped.content, capped.reasoning
         draft.model = completion.model or draft.model
         draft.usage = {**completion.usage.to_dict(), "elapsed_s": completion.elapsed_s,
                        "tokens_per_s": completion.tokens_per_s,
-                       "finish_reason": completion.finish_reason}
-        parsed = parse_reply(completion.content, completion.reasoning,
-                             model_signature=ws.problem.signature)
+                       "finish_reason": completion.finish_reason, **capped.usage()}
+        if capped.cut:
+            ws.emit(EngineError(f"slot {draft.slot}: {capped.note()}", CUT_FIX, self.round, True))
+        try:
+            parsed = unless_cancelled(
+                lambda: parse_reply(capped.content, capped.reasoning,
+                                    model_signature=ws.problem.signature), ws.cancel, "parse")
+        except Abandoned:
+            return
         draft.sections, draft.code = parsed.sections, parsed.code
         draft.reasoning = draft.reasoning or parsed.reasoning
         if parsed.ok:
