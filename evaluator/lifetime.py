@@ -10,8 +10,8 @@ Child side (``bind_to_parent``, first thing in ``python -m evaluator _child``): 
 for ``SIGKILL`` when its parent dies (``PR_SET_PDEATHSIG``), checks the parent did not die
 before that request landed, then forks a small *watcher* into its own process group. The
 watcher waits for EOF on the watchdog pipe (or for the child to end) and then kills the whole
-group, so grandchildren (ninja, cc1plus, nvcc) go too: ``PR_SET_PDEATHSIG`` alone would kill
-the child and leave them running.
+session, so grandchildren (ninja, cc1plus, nvcc) go too: ``PR_SET_PDEATHSIG`` alone would
+kill the child and leave them running, and ninja puts each compiler in a group of its own.
 
 Leftovers: each ``cudal1-eval-*`` temp dir holds an ``.owner`` marker (pid and start time of
 the process that made it). ``sweep_stale`` removes the dirs of dead owners and, when no live
@@ -121,8 +121,8 @@ def bind_to_parent() -> None:
     _set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != parent:  # the parent died before the request above took effect
         os._exit(1)
-    if os.getpgrp() != os.getpid():
-        return  # not a group leader: killing "our" group would hit someone else's processes
+    if os.getsid(0) != os.getpid():
+        return  # not a session leader: killing "our" session would hit someone else's
     if os.fork() == 0:
         _watch(fd, parent_of_watcher=os.getppid())
     os.close(fd)
@@ -139,9 +139,41 @@ def _watch(fd: int, parent_of_watcher: int) -> None:
             if ready and not os.read(fd, 1):
                 break
     finally:
-        with contextlib.suppress(OSError):
-            os.killpg(0, signal.SIGKILL)
+        kill_session(os.getsid(0))
         os._exit(0)
+
+
+def _session_members(sid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if len(fields) > 3 and fields[3] == str(sid):
+                members.append(int(entry.name))
+    return members
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid`` (a child's, made with ``start_new_session``).
+
+    Its process group is not enough: ninja starts each compiler in a process group of its
+    own, and those outlived a killed build. The caller, when it is a member, goes last."""
+    me = os.getpid()
+    if os.getpgrp() != sid:  # (a member would kill itself before it found the rest)
+        with contextlib.suppress(OSError):
+            os.killpg(sid, signal.SIGKILL)
+    for _ in range(3):  # a process forking while we look is caught on a later pass
+        members = [pid for pid in _session_members(sid) if pid != me]
+        if not members:
+            break
+        for pid in members:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    if os.getsid(0) == sid:
+        os.kill(me, signal.SIGKILL)
 
 
 # -- sweeping leftovers ----------------------------------------------------------------------

@@ -190,6 +190,7 @@ class _ProgressReader:
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+    lifetime.kill_session(pgid)  # compilers that ninja moved to groups of their own
 
 
 class Child:

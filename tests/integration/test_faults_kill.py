@@ -1,0 +1,131 @@
+"""kill -9, SIGTERM and SIGHUP at points of a real headless run: nothing of it survives 5 s,
+and the next start removes the temp dirs it left.
+
+Points are reached by watching the run's own progress lines (no hooks in the product): the
+run is really probing, streaming, compiling, verifying, timing or committing when it is hit.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fault_runs import (
+    ROOT,
+    SPIN,
+    Run,
+    command,
+    env_for,
+    eval_temp_dirs,
+    reply,
+    run_processes,
+    wait_until_gone,
+)
+
+from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
+
+CPP_REPLY_HEAD = '''## Performance Analysis
+Row scaling in C++.
+
+## Algorithm Design
+One loop.
+
+## Code Implementation
+```python
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_SRC = """
+#include <torch/extension.h>
+torch::Tensor scale_rows(torch::Tensor a, torch::Tensor b) {
+    return a.unsqueeze(-1) * b;
+}
+"""
+_ext = load_inline(name="fault_scale_rows", cpp_sources=_SRC, functions=["scale_rows"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        return _ext.scale_rows(a, b)
+```
+'''
+
+
+@dataclass(frozen=True)
+class Point:
+    name: str
+    sig: signal.Signals
+    wait_for: str  # a progress line fragment; "" = a fixed delay after start
+    reply: str = reply()
+    latency_s: float = 0.0
+    extra: tuple[str, ...] = ()
+    until_process: str = ""  # after the line, also wait for a process whose argv has this
+
+
+POINTS = [
+    Point("start-up", signal.SIGKILL, ""),
+    Point("probe", signal.SIGTERM, "probing"),
+    Point("model call", signal.SIGHUP, "slot 0: generating", latency_s=0.3),
+    Point("parse", signal.SIGKILL, "slot 0: parsing", reply=reply() + "x" * 2_000_000),
+    Point("compile", signal.SIGKILL, "slot 0: compiling", reply=CPP_REPLY_HEAD,
+          until_process="cc1plus"),
+    Point("correctness", signal.SIGTERM, "slot 0: verifying", reply=reply(SPIN)),
+    Point("timing", signal.SIGHUP, "slot 0: timing"),
+    Point("trace write", signal.SIGKILL, "slot 0: recording"),
+    Point("git commit", signal.SIGTERM, "slot 0: r001s0-", extra=("--accept-best",)),
+]
+
+
+def _wait_for_process(tmp: Path, name: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(name in p for p in run_processes(tmp)):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _next_start_sweeps(tmp: Path) -> None:
+    """A later start (here one that stops at a broken problem) removes what the run left."""
+    broken = ROOT / "tests" / "data" / "broken_problems" / "no_model.py"
+    done = subprocess.run([sys.executable, "-m", "cudal1_tui", "run", str(broken), "--headless",
+                           "--device", "cpu", "--sessions-dir", str(tmp / "sessions")],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          env=env_for(tmp), cwd=tmp, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert eval_temp_dirs(tmp) == []
+    assert not list((tmp / "build").glob("*/torch_extensions/*/lock"))
+
+
+@pytest.mark.parametrize("point", POINTS, ids=[p.name for p in POINTS])
+def test_nothing_of_a_killed_run_survives(tmp_path: Path, point: Point) -> None:
+    config = ReplayConfig(replies=(Reply(point.reply),), latency_s=point.latency_s,
+                          chunk_chars=24 if point.latency_s else 65536)
+    with ReplayServer(config) as server:
+        run = Run.start(tmp_path, command(tmp_path, "diag_matmul.py", "--no-builtin",
+                                          "--rounds", "1", "--base-url", server.base_url,
+                                          *point.extra))
+        if point.wait_for:
+            reached = run.wait_for(point.wait_for, timeout_s=150)
+            assert reached, f"the run never reached {point.name}:\n{run.output()}"
+        else:
+            time.sleep(0.5)
+        if point.until_process:
+            assert _wait_for_process(tmp_path, point.until_process, 120), run.output()
+        run.proc.send_signal(point.sig)
+        left = wait_until_gone(tmp_path, timeout_s=5.0)
+        run.proc.wait(timeout=5)
+    assert left == [], f"still running 5 s after {point.sig.name} at {point.name}: {left}"
+    if point.sig != signal.SIGKILL:  # a handled signal: a clean exit through the normal path
+        assert run.proc.returncode == 128 + point.sig, run.output()
+        assert "Traceback" not in run.output()
+    _next_start_sweeps(tmp_path)
