@@ -73,9 +73,10 @@ class Run:
     _grew: threading.Condition = field(default_factory=threading.Condition)
 
     @classmethod
-    def start(cls, tmp: Path, argv: list[str]) -> Run:
+    def start(cls, tmp: Path, argv: list[str], **env: str) -> Run:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, env=env_for(tmp), cwd=tmp)
+                                stderr=subprocess.PIPE, text=True, env={**env_for(tmp), **env},
+                                cwd=tmp)
         run = cls(proc)
         threading.Thread(target=run._read, daemon=True).start()
         return run
