@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evaluator import channel, lifetime
+from evaluator import channel, diskcap, lifetime
 
 ProgressFn = Callable[[str, int, int, str], None]
 WARM_IDLE_S = 900.0  # an unused warm child exits after this long
@@ -88,6 +88,7 @@ class Limits:
     cpu_s: int | None = None
     nofile: int = 4096
     fsize_mb: int = 4096
+    disk_mb: int = 4096  # all files together (temp, home, build growth): see diskcap
 
     def to_arg(self) -> str:
         return json.dumps(asdict(self))
@@ -297,7 +298,12 @@ class Child:
         reader.start()
         progress = _ProgressReader(self._progress_r, on_progress)
         progress.thread.start()
+        disk = diskcap.DiskWatch([self.root], _build_root(self.job_path),
+                                 self.limits.disk_mb).start(proc.pid)
         outcome = _wait(proc, timeout_s, self.limits, cancel)
+        disk.stop()
+        if disk.exceeded:
+            outcome.extra[diskcap.EXTRA_KEY] = self.limits.disk_mb
         _kill_group(proc.pid)  # stray grandchildren (ninja, threads' forks) go too
         proc.wait()
         reader.join(timeout=10)
@@ -309,6 +315,15 @@ class Child:
         outcome.stdout_tail, outcome.stderr_tail = _tail(self.out_path), _tail(self.err_path)
         outcome.last_stage = progress.last_stage
         return outcome
+
+
+def _build_root(job_path: Path) -> list[Path]:
+    """The job's shared build cache, whose growth counts toward the child's disk use."""
+    try:
+        root = json.loads(job_path.read_text(encoding="utf-8")).get("build_dir")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [Path(root)] if isinstance(root, str) and root else []
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout_s: float, limits: Limits,
