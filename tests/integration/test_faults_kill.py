@@ -7,6 +7,9 @@ run is really probing, streaming, compiling, verifying, timing or committing whe
 
 from __future__ import annotations
 
+import os
+import pty
+import select
 import signal
 import subprocess
 import sys
@@ -129,3 +132,44 @@ def test_nothing_of_a_killed_run_survives(tmp_path: Path, point: Point) -> None:
         assert run.proc.returncode == 128 + point.sig, run.output()
         assert "Traceback" not in run.output()
     _next_start_sweeps(tmp_path)
+
+
+def test_the_app_ends_through_its_normal_exit_on_sigterm(tmp_path: Path) -> None:
+    """The TUI in a real terminal (a pty): SIGTERM closes the session and exits with 0."""
+    env = {**env_for(tmp_path), "TERM": "xterm-256color"}
+    argv = [sys.executable, "-m", "cudal1_tui", str(ROOT / "examples" / "relu.py"),
+            "--device", "cpu", "--sizes", "cpu", "--sessions-dir", str(tmp_path / "sessions")]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: become the app
+        os.chdir(tmp_path)
+        os.execve(sys.executable, argv, env)
+    screen = _read_until(fd, b"relu", timeout_s=60)
+    assert b"relu" in screen, screen[-2000:]
+    os.kill(pid, signal.SIGTERM)
+    status = _reap(fd, pid, timeout_s=30)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert wait_until_gone(tmp_path, timeout_s=5.0) == []
+
+
+def _read_until(fd: int, marker: bytes, timeout_s: float) -> bytes:
+    seen, deadline = b"", time.monotonic() + timeout_s
+    while marker not in seen and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                seen += os.read(fd, 65536)
+            except OSError:
+                break
+    return seen
+
+
+def _reap(fd: int, pid: int, timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        _read_until(fd, b"\0never", timeout_s=0.2)  # keep the pty drained
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            os.close(fd)
+            return status
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    raise AssertionError("the app did not exit within 30 s of SIGTERM")

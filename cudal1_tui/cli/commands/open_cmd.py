@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
+from cudal1_tui.engine.shutdown import on_termination
 from cudal1_tui.errors import ProblemError
+
+if TYPE_CHECKING:
+    from cudal1_tui.ui.app import CudaL1App
 
 NAME = "open"
 
@@ -23,6 +29,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(handler=run)
 
 
+def _close(app: CudaL1App) -> None:
+    with contextlib.suppress(RuntimeError):  # the app has not started, or has ended
+        app.call_from_thread(app.close_and_exit)
+
+
 def run(args: argparse.Namespace) -> int:
     path: Path = args.file
     if not path.is_file():
@@ -34,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
     app = CudaL1App(path.resolve(), settings, resume=args.resume, sizes=args.sizes,
                     measure_startup=args.measure_startup)
+    on_termination(lambda signum: _close(app))  # SIGTERM/SIGHUP: the normal exit path
     code = app.run(headless=args.measure_startup)
     if args.measure_startup:
         print(f"first frame: {app.first_frame_ms:.0f} ms after the app was built "
