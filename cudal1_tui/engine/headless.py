@@ -18,6 +18,7 @@ from rich.text import Text
 
 from cudal1_tui.config import Settings
 from cudal1_tui.engine.engine import Engine, Sizes
+from cudal1_tui.engine.events import EngineError
 from cudal1_tui.engine.progress import HeadlessProgress, speed, summary_table
 from cudal1_tui.engine.round import RoundSummary
 from cudal1_tui.engine.shutdown import Terminated, raising_on_termination
@@ -49,13 +50,21 @@ class _Worker:
                     break
                 summary = self.engine.run_round()
                 if self.options.accept_best:
-                    accept_best(self.engine, summary)
+                    self._accept_best(summary)
                 if summary.cancelled or summary.nothing_to_do:
                     break
         except BaseException as exc:  # re-raised in the main thread
             self.error = exc
         finally:
             self.done.set()
+
+    def _accept_best(self, summary: RoundSummary) -> None:
+        """A failed accept (git trouble) is reported; the remaining rounds still run."""
+        try:
+            accept_best(self.engine, summary)
+        except Cudal1Error as exc:
+            self.engine.emit(EngineError(f"accepting the round's best failed: {exc.message}",
+                                         exc.fix, summary.round, True))
 
 
 def accept_best(engine: Engine, summary: RoundSummary) -> str | None:

@@ -52,3 +52,14 @@ def test_ctrl_c_while_a_huge_reply_comes_in_ends_the_run_within_2_s(tmp_path: Pa
         took = time.monotonic() - sent
     assert run.proc.returncode == 130, run.output()
     assert took < 2.0, f"Ctrl-C took {took:.1f} s"
+
+
+def test_a_run_whose_every_model_call_failed_exits_1(tmp_path: Path) -> None:
+    failing = ReplayConfig(replies=(Reply(reply()),), fail_rate=1.0)
+    with ReplayServer(failing) as server:
+        run = _huge_run(tmp_path, server)
+        run.proc.wait(timeout=240)
+    assert run.wait_for("round 1 done", 1), run.output()
+    assert run.proc.returncode == 1, run.output()
+    assert "the run produced no candidate" in run.output()
+    assert "Traceback" not in run.output()
