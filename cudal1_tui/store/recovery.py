@@ -21,12 +21,16 @@ STALE_GIT_LOCK_S = 5.0  # git holds index.lock for milliseconds; older ones are 
 
 
 def is_session_dir(path: Path) -> bool:
-    """``session.json``, or (it deleted) a trace beside the reference or a git repository."""
+    """``session.json``, or (it deleted) a non-empty trace beside the reference or a git
+    repository (an empty one without ``session.json`` is a create that never finished)."""
     if (path / META_FILE).is_file():
         return True
     trace = path / naming.TRACE_FILE
-    return trace.is_file() and ((path / naming.REFERENCE_FILE).is_file()
-                                or (path / ".git").is_dir())
+    try:
+        has_records = trace.stat().st_size > 0
+    except OSError:
+        return False
+    return has_records and ((path / naming.REFERENCE_FILE).is_file() or (path / ".git").is_dir())
 
 
 def recover_meta(directory: Path) -> SessionMeta:
