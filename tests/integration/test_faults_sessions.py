@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ from cudal1_tui.errors import SessionError
 from cudal1_tui.store import Session
 
 Damage = Callable[[Path], None]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _lose_head_commit_object(path: Path) -> None:
@@ -151,3 +153,20 @@ def test_resume_on_a_read_only_sessions_dir_says_so(tmp_path: Path) -> None:
     finally:
         for path in (root, damaged):
             path.chmod(0o755)
+
+
+def test_a_session_in_use_is_refused_before_the_probe(tmp_path: Path) -> None:
+    root = tmp_path / "sessions"
+    session, _ = populated_session(root)  # held open (locked) by this process
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cudal1_tui", "run", session.meta.problem_path, "--headless",
+             "--resume", session.id, "--sessions-dir", str(root), "--device", "auto"],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PYTHONPATH": str(ROOT),
+                 "CUDAL1_CONFIG": str(tmp_path / "absent.toml")}, cwd=tmp_path)
+    finally:
+        session.close()
+    assert done.returncode == 1, done.stderr
+    assert "in use by another cudal1-tui process" in done.stderr
+    assert "probing" not in done.stderr and "Traceback" not in done.stderr
