@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,9 +29,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(handler=run)
 
 
-def _close(app: CudaL1App) -> None:
-    with contextlib.suppress(RuntimeError):  # the app has not started, or has ended
+def _close(app: CudaL1App, signum: int) -> None:
+    try:
         app.call_from_thread(app.close_and_exit)
+    except RuntimeError:  # no app running (not yet, or no more): nothing to save
+        os._exit(128 + signum)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     app = CudaL1App(path.resolve(), settings, resume=args.resume, sizes=args.sizes,
                     measure_startup=args.measure_startup)
-    on_termination(lambda signum: _close(app))  # SIGTERM/SIGHUP: the normal exit path
+    on_termination(lambda signum: _close(app, signum))  # SIGTERM/SIGHUP: the normal exit
     code = app.run(headless=args.measure_startup)
     if args.measure_startup:
         print(f"first frame: {app.first_frame_ms:.0f} ms after the app was built "
