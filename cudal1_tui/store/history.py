@@ -84,6 +84,11 @@ class History:
             history.damage = f"the git repository cannot be opened ({_first_line(exc)})"
             return history
 
+    def close(self) -> None:
+        """End gitpython's persistent helpers (``git cat-file --batch``) of this repository."""
+        if self._repo is not None:
+            self._repo.close()
+
     @property
     def has_git(self) -> bool:
         return self._repo is not None

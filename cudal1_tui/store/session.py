@@ -134,6 +134,7 @@ class Session:
 
     def close(self) -> None:
         self._writer.close()
+        self.history.close()
         self._lock.release()
 
     def __enter__(self) -> Session:

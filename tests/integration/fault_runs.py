@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from procs import descendants
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
@@ -127,10 +129,12 @@ def run_processes(tmp: Path, exclude: set[int] | None = None) -> list[str]:
 
 
 def wait_until_gone(tmp: Path, timeout_s: float = 5.0) -> list[str]:
-    """The run's processes still alive after ``timeout_s`` (empty: all gone)."""
+    """The run's processes still alive after ``timeout_s`` (empty: all gone). The test's own
+    process and its children (git helpers of a session it opened) are not the run's."""
     deadline = time.monotonic() + timeout_s
     while True:
-        left = run_processes(tmp, exclude={os.getpid()})
+        ours = {os.getpid(), *descendants(os.getpid())}
+        left = run_processes(tmp, exclude=ours)
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.1)

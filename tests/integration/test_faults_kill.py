@@ -173,3 +173,26 @@ def _reap(fd: int, pid: int, timeout_s: float) -> int:
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     raise AssertionError("the app did not exit within 30 s of SIGTERM")
+
+
+def test_nothing_of_a_killed_export_survives_and_the_next_export_is_whole(
+        tmp_path: Path) -> None:
+    """The tenth point: `export` killed -9 mid-write; the next one writes every row."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from store_builders import populated_session
+
+    session, records = populated_session(tmp_path / "sessions")
+    session.close()
+    target = tmp_path / "out.jsonl"
+    argv = [sys.executable, "-m", "cudal1_tui", "export", str(session.path), "--format",
+            "jsonl", "-o", str(target), "--sessions-dir", str(tmp_path / "sessions")]
+    first = subprocess.Popen(argv, env=env_for(tmp_path), cwd=tmp_path,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.8)  # mid-import or mid-write
+    first.kill()
+    first.wait()
+    assert wait_until_gone(tmp_path, timeout_s=5.0) == []
+    again = subprocess.run(argv, env=env_for(tmp_path), cwd=tmp_path, capture_output=True,
+                           text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert len(target.read_text().splitlines()) == len(records)
