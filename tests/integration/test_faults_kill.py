@@ -196,3 +196,71 @@ def test_nothing_of_a_killed_export_survives_and_the_next_export_is_whole(
                            text=True, timeout=60)
     assert again.returncode == 0, again.stderr
     assert len(target.read_text().splitlines()) == len(records)
+
+
+CUDA_REPLY = '''## Performance Analysis
+Row scaling on the GPU.
+
+## Algorithm Design
+One thread per output element.
+
+## Code Implementation
+```python
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_CUDA = r"""
+#include <torch/extension.h>
+__global__ void scale_rows_kernel(const float* a, const float* b, float* out, int64_t n,
+                                  int64_t m) {
+    int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (k < n * m) out[k] = a[k / m] * b[k];
+}
+torch::Tensor scale_rows(torch::Tensor a, torch::Tensor b) {
+    auto out = torch::empty_like(b);
+    int64_t n = b.size(0), m = b.size(1);
+    int threads = 256;
+    int blocks = (int)((n * m + threads - 1) / threads);
+    scale_rows_kernel<<<blocks, threads>>>(a.data_ptr<float>(), b.data_ptr<float>(),
+                                           out.data_ptr<float>(), n, m);
+    return out;
+}
+"""
+_ext = load_inline(name="fault_scale_rows_cuda", cpp_sources="torch::Tensor scale_rows("
+                   "torch::Tensor a, torch::Tensor b);", cuda_sources=_CUDA,
+                   functions=["scale_rows"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        return _ext.scale_rows(a.contiguous(), b.contiguous())
+```
+'''
+
+
+def _has_cuda() -> bool:
+    query = "import torch, sys; sys.exit(not torch.cuda.is_available())"
+    return subprocess.run([sys.executable, "-c", query], capture_output=True).returncode == 0
+
+
+@pytest.mark.gpu
+def test_nothing_of_a_run_killed_mid_nvcc_survives(tmp_path: Path) -> None:
+    """On a GPU host: kill -9 while nvcc (cicc, ptxas...) compiles a candidate's kernel."""
+    if not _has_cuda():  # asked here, not at collection: a torch import costs seconds
+        pytest.skip("needs a CUDA GPU")
+    with ReplayServer(ReplayConfig(replies=(Reply(CUDA_REPLY),), chunk_chars=65536)) as server:
+        argv = [*command(tmp_path, "diag_matmul.py", "--no-builtin", "--rounds", "1",
+                         "--base-url", server.base_url)]
+        argv[argv.index("--device") + 1] = "cuda"
+        run = Run.start(tmp_path, argv)
+        assert run.wait_for("slot 0: compiling", 300), run.output()
+        assert _wait_for_process(tmp_path, "nvcc", 300), run.output()
+        run.proc.kill()
+        left = wait_until_gone(tmp_path, timeout_s=5.0)
+        run.proc.wait(timeout=5)
+    assert left == [], f"still running 5 s after SIGKILL mid-nvcc: {left}"
+    _next_start_sweeps(tmp_path)
