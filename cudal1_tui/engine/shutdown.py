@@ -60,3 +60,22 @@ def on_termination(callback: Callable[[int], None]) -> None:
     if threading.current_thread() is threading.main_thread():
         for sig in SIGNALS:
             signal.signal(sig, handler)
+
+
+def exit_now(code: int) -> None:
+    """End an interrupted run at once, its session already closed and its summary printed.
+
+    The interpreter's own teardown (a full garbage collection and module cleanup of the model
+    client, tree-sitter and Rich, plus a model-stream thread still draining) took over a
+    second on a busy host, while nothing is left to save; warm evaluator children are
+    discarded first (they would die with their watchdog pipe anyway)."""
+    import os
+    import sys
+
+    from evaluator import warm
+
+    warm.discard_all()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
