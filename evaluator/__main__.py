@@ -25,6 +25,9 @@ def _child(args: argparse.Namespace) -> None:
     from evaluator.startup_check import child_start
 
     child_start(args.job)  # refuse a tampered interpreter, run site, OS sandbox (helper B)
+    from evaluator.lifetime import bind_to_parent
+
+    bind_to_parent()  # die with the parent, and take compilers and the rest along
     from evaluator.sandbox import Limits, apply_limits
 
     apply_limits(Limits.from_arg(args.limits))

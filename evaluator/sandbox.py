@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evaluator import channel, startup_check
+from evaluator import channel, diskcap, lifetime, startup_check
 from evaluator.sandbox_layers import outer_sandbox, sandbox_dirs
 
 ProgressFn = Callable[[str, int, int, str], None]
@@ -90,6 +90,7 @@ class Limits:
     cpu_s: int | None = None
     nofile: int = 4096
     fsize_mb: int = 4096
+    disk_mb: int = 4096  # all files together (temp, home, build growth): see diskcap
 
     def to_arg(self) -> str:
         return json.dumps(asdict(self))
@@ -192,6 +193,7 @@ class _ProgressReader:
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+    lifetime.kill_session(pgid)  # compilers that ninja moved to groups of their own
 
 
 class Child:
@@ -212,7 +214,8 @@ class Child:
         # talk: a socket for the parent's request/reply protocol (evaluator.protocol)
         self.talk: socket.socket | None = None
         self._talk_wanted = talk
-        self.root = Path(tempfile.mkdtemp(prefix="cudal1-eval-"))
+        self.root = Path(tempfile.mkdtemp(prefix=lifetime.TEMP_PREFIX))
+        lifetime.mark_owner(self.root)  # swept at a later start if this process dies
         self._go_w: int | None = None
         self._warm_device, self._extra_writable = warm_device, tuple(writable)
         try:
@@ -262,8 +265,8 @@ class Child:
             try:
                 self.proc = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=tmp,
-                    env=env,
-                    pass_fds=tuple(child_fds), start_new_session=True,
+                    env={**env, **lifetime.child_env()},  # the child dies with this process
+                    pass_fds=(*child_fds, lifetime.watchdog_fd()), start_new_session=True,
                 )
             finally:
                 for fd in child_fds:
@@ -329,7 +332,12 @@ class Child:
         reader.start()
         progress = _ProgressReader(self._progress_r, on_progress)
         progress.thread.start()
+        disk = diskcap.DiskWatch([self.root], _build_root(self.job_path),
+                                 self.limits.disk_mb).start(proc.pid)
         outcome = _wait(proc, timeout_s, self.limits, cancel)
+        disk.stop()
+        if disk.exceeded:
+            outcome.extra[diskcap.EXTRA_KEY] = self.limits.disk_mb
         _kill_group(proc.pid)  # stray grandchildren (ninja, threads' forks) go too
         proc.wait()
         reader.join(timeout=10)
@@ -341,6 +349,15 @@ class Child:
         outcome.stdout_tail, outcome.stderr_tail = _tail(self.out_path), _tail(self.err_path)
         outcome.last_stage = progress.last_stage
         return outcome
+
+
+def _build_root(job_path: Path) -> list[Path]:
+    """The job's shared build cache, whose growth counts toward the child's disk use."""
+    try:
+        root = json.loads(job_path.read_text(encoding="utf-8")).get("build_dir")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [Path(root)] if isinstance(root, str) and root else []
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout_s: float, limits: Limits,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from evaluator import diskcap
 from evaluator.conduct import Evidence
 from evaluator.report import WorkerReport
 from evaluator.reward import noise_band, score
@@ -44,7 +45,9 @@ def stderr_lines(text: str, n: int = 15) -> str:
 
 
 def crash_message(outcome: Outcome, memory_mb: int | None) -> str:
-    if outcome.memory_exceeded:
+    if outcome.extra.get(diskcap.EXTRA_KEY):
+        head = diskcap.message(int(outcome.extra[diskcap.EXTRA_KEY]))
+    elif outcome.memory_exceeded:
         head = f"out of memory: the process passed the memory limit ({memory_mb} MB) and was killed"
     elif outcome.signal_name:
         what = _SIGNALS.get(outcome.signal_name, "killed by a signal")

@@ -46,6 +46,7 @@ class Settings:
     temperature: float = 0.7
     top_p: float = 0.95
     max_tokens: int = 4096  # a CUDA-L1 reply is a few thousand tokens; CPU servers are slow
+    max_reply_kb: int = 256  # longer replies are cut to this before parsing (recorded)
     candidates_per_round: int = 2
     exemplars: int = 2
     request_timeout_s: float = 300.0  # a stream may go quiet this long (prefill counts)

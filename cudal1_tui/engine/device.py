@@ -10,7 +10,11 @@ import sys
 
 from cudal1_tui.errors import ConfigError
 
-_QUERY = "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')"
+# PR_SET_PDEATHSIG first: a killed app does not leave this child importing torch
+_QUERY = ("import ctypes, signal\n"
+          "try:\n    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)\n"
+          "except (OSError, AttributeError):\n    pass\n"
+          "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')")
 
 
 def detect_device(timeout_s: float = 120.0) -> str:

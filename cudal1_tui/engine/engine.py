@@ -75,7 +75,8 @@ class Engine:
             # a candidate seen before (another session, a re-evaluation) compile nothing.
             device=opened.device, build_root=build_dir(self.settings),
             templates=load_templates(), gateway=ModelGateway(self.settings),
-            pool=EvalPool(opened.device), emit=self.emit, reference_ms=opened.reference_ms,
+            pool=EvalPool(opened.device, holder=f"session {opened.session.id}"),
+            emit=self.emit, reference_ms=opened.reference_ms,
             cuda_arch=opened.cuda_arch)
         self._ws = ws
         self.session_id, self.session_path = ws.session.id, ws.session.path

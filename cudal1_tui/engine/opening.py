@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from cudal1_tui.config import Settings, sessions_dir
+from cudal1_tui.config import Settings, build_dir, sessions_dir
 from cudal1_tui.engine.builder import probe_job
 from cudal1_tui.engine.device import resolve_device
 from cudal1_tui.engine.evaluation import probe
@@ -19,7 +20,11 @@ from cudal1_tui.problem.loader import read_source
 from cudal1_tui.problem.sizing import shrink_for_cpu
 from cudal1_tui.store.meta import SessionMeta
 from cudal1_tui.store.session import Session
+from evaluator import lifetime
+from evaluator.build import default_build_dir
 from evaluator.schema import ProbeResult
+
+log = logging.getLogger(__name__)
 
 Sizes = Literal["auto", "full", "cpu"]
 _PROBE_FIX = {
@@ -73,13 +78,23 @@ def _details(result: ProbeResult, problem: Problem) -> dict[str, object]:
     }
 
 
+def sweep_leftovers(settings: Settings) -> None:
+    """What a killed run left (its evaluator temp dirs, build locks), removed before ours run."""
+    swept = lifetime.sweep_stale([build_dir(settings), default_build_dir()])
+    if swept.summary():
+        log.info("%s", swept.summary())
+
+
 def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | None,
                    sizes: Sizes, emit: Emit) -> Opened:
-    device = resolve_device(settings.device)
+    sweep_leftovers(settings)
     session: Session | None = None
     try:
+        # the session lock first: a session in use is refused before the slow parts
         if resume is not None:
             session = Session.open(resume, sessions_dir(settings))
+        device = resolve_device(settings.device)
+        if session is not None:
             path = Path(session.meta.problem_path or problem_path)
             problem = _problem(path, session.reference_source, session.meta.problem_name,
                                sizes, device)

@@ -8,7 +8,8 @@ Two stages:
 - **evaluate**: one thread per pool, taking candidates in the order they were submitted,
   each waiting for its own build and then holding the device's lock while the evaluator
   verifies and times it. The lock is per device string and shared by every pool in the
-  process, so two sessions on one GPU never time at the same moment.
+  process, and an ``flock`` per device (``device_lock``) extends it to other processes, so
+  two sessions on one GPU never time at the same moment.
 
 Evaluating in submission order keeps the trace's record order deterministic: it is the
 order candidates entered the pool, whatever order their builds finish in. The price is
@@ -28,6 +29,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
+
+from cudal1_tui.engine.device_lock import hold_device
 
 B = TypeVar("B")
 T = TypeVar("T")
@@ -53,8 +56,9 @@ def build_workers() -> int:
 
 
 class EvalPool:
-    def __init__(self, device: str, workers: int | None = None) -> None:
+    def __init__(self, device: str, workers: int | None = None, *, holder: str = "") -> None:
         self.device = device
+        self.holder = holder or "a cudal1-tui session"
         self.workers = workers or build_workers()
         self._builds = ThreadPoolExecutor(max_workers=self.workers,
                                           thread_name_prefix="build")
@@ -78,10 +82,13 @@ class EvalPool:
         return self._evals.submit(stage)
 
     @contextmanager
-    def on_device(self) -> Iterator[None]:
-        """Hold the device: only one evaluation at a time runs inside this, per device."""
-        with device_lock(self.device):
-            yield
+    def on_device(self, on_wait: Callable[[str], None] | None = None,
+                  cancel: threading.Event | None = None) -> Iterator[bool]:
+        """Hold the device: only one evaluation at a time runs inside this, per device, in
+        this process and across processes. Yields False when cancelled while waiting."""
+        with device_lock(self.device), hold_device(device_key(self.device), self.holder,
+                                                   on_wait=on_wait, cancel=cancel) as held:
+            yield held
 
     def shutdown(self) -> None:
         self._builds.shutdown(wait=False, cancel_futures=True)

@@ -17,6 +17,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from cudal1_tui.engine import prompts
+from cudal1_tui.engine.abandon import Abandoned, unless_cancelled
+from cudal1_tui.engine.capping import CUT_FIX, CappedReply, cap_reply
 from cudal1_tui.engine.events import (
     CandidateFinished,
     ChunkKind,
@@ -185,20 +187,29 @@ class RoundRunner:
         draft.parse_error = cut.message
         self._record(draft, refused(cut.message, self.ws.settings.reward, code="stream_cut"))
 
-    def _take(self, draft: Draft, completion: Completion) -> None:
-        draft.raw_response, draft.reasoning = completion.content, completion.reasoning
+    def _take(self, draft: Draft, completion: Completion) -> CappedReply:
+        """The reply (cut to the size cap) and its usage into the draft."""
+        capped = cap_reply(completion.content, completion.reasoning, self.ws.settings.max_reply_kb)
+        draft.raw_response, draft.reasoning = capped.content, capped.reasoning
         draft.model = completion.model or draft.model
         draft.usage = {**completion.usage.to_dict(), "elapsed_s": completion.elapsed_s,
                        "first_token_s": completion.first_token_s,
                        "tokens_per_s": completion.tokens_per_s,
-                       "finish_reason": completion.finish_reason}
+                       "finish_reason": completion.finish_reason, **capped.usage()}
+        return capped
 
     def _parsed(self, draft: Draft, completion: Completion) -> None:
         ws = self.ws
         self._stage(draft.slot, "parsing")
-        self._take(draft, completion)
-        parsed = parse_reply(completion.content, completion.reasoning,
-                             model_signature=ws.problem.signature)
+        capped = self._take(draft, completion)
+        if capped.cut:
+            ws.emit(EngineError(f"slot {draft.slot}: {capped.note()}", CUT_FIX, self.round, True))
+        try:
+            parsed = unless_cancelled(
+                lambda: parse_reply(capped.content, capped.reasoning,
+                                    model_signature=ws.problem.signature), ws.cancel, "parse")
+        except Abandoned:
+            return
         draft.sections, draft.code = parsed.sections, parsed.code
         draft.reasoning = draft.reasoning or parsed.reasoning
         if parsed.ok:

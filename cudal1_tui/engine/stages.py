@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from cudal1_tui.engine import evaluation
+from cudal1_tui.engine.abandon import Abandoned, unless_cancelled
 from cudal1_tui.engine.builder import candidate_job
 from cudal1_tui.engine.evaluation import Prepared
 from cudal1_tui.engine.events import EngineError, Stage, StageChanged
@@ -88,8 +89,8 @@ class Stages:
         if ws.cancel.is_set():
             return None
         self._stage(draft.slot, "gating", "static checks")
-        prepared = evaluation.gate(job)
-        if prepared.verdict is not None:
+        prepared = self._gate(job)
+        if prepared is None or prepared.verdict is not None:
             return prepared
         done, total = self._build_count()
         self._stage(draft.slot, "compiling", BUILD_STARTED, done, total)
@@ -105,6 +106,13 @@ class Stages:
             self._stage(draft.slot, "compiling", f"build {outcome.status} ({how})", done + 1,
                         total)
         return prepared
+
+    def _gate(self, job: Job) -> Prepared | None:
+        """The static gate, abandoned at a cancel (a huge candidate takes seconds)."""
+        try:
+            return unless_cancelled(lambda: evaluation.gate(job), self.ws.cancel, "gate")
+        except Abandoned:
+            return None
 
     def _build_count(self) -> tuple[int, int]:
         with self._lock:
@@ -129,14 +137,21 @@ class Stages:
         prepared = built
         if prepared is None:
             self._stage(draft.slot, "gating", "static checks")
-            prepared = evaluation.gate(job)
+            prepared = self._gate(job)
+            if prepared is None:
+                return None  # cancelled mid-gate
         if prepared.verdict is not None:
             return self._record(draft, prepared.verdict)  # no device needed
 
         def progress(stage: str, done: int, total: int, detail: str) -> None:
             self._stage(draft.slot, stage_of(stage), detail or stage, done, total)
 
-        with ws.pool.on_device():
+        def waiting(message: str) -> None:
+            self._stage(draft.slot, "verifying", message)
+
+        with ws.pool.on_device(waiting, ws.cancel) as held:
+            if not held:
+                return None  # cancelled while another session held the device
             try:
                 result = evaluation.evaluate(job, prepared.findings, progress, ws.cancel)
             except FAILURES as exc:

@@ -38,6 +38,7 @@ _SECTION_NAMES = {
     "code_implementation": "Code Implementation",
 }
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _NUMBERING = re.compile(r"^(?:step\s*)?(?:\d+|[ivx]+)[.):]\s*", re.IGNORECASE)
 _PROSE_TRIES = 8
 
@@ -278,19 +279,29 @@ def check_signature(
 
 
 def split_think(content: str, reasoning: str = "") -> tuple[str, str, bool]:
-    """Move ``<think>…</think>`` out of ``content``; return (content, reasoning, cut_off)."""
+    """Move ``<think>…</think>`` out of ``content``; return (content, reasoning, cut_off).
+
+    One pass with ``str.find`` (a regex retried at every unclosed ``<think>`` was quadratic:
+    100 KB of them took 30 s)."""
     thoughts = [reasoning] if reasoning.strip() else []
     if "</think>" in content and "<think>" not in content.split("</think>", 1)[0]:
         before, content = content.split("</think>", 1)  # server dropped the opening tag
         thoughts.append(before.strip())
-    for match in re.finditer(r"<think>(.*?)</think>", content, flags=re.DOTALL):
-        thoughts.append(match.group(1).strip())
-    content = re.sub(r"<think>.*?</think>", "", content, flags=re.DOTALL)
-    cut_off = "<think>" in content
-    if cut_off:
-        content, rest = content.split("<think>", 1)
-        thoughts.append(rest.strip())
-    return content.strip("\n"), "\n\n".join(t for t in thoughts if t), cut_off
+    kept: list[str] = []
+    pos, cut_off = 0, False
+    while True:
+        start = content.find(_THINK_OPEN, pos)
+        end = content.find(_THINK_CLOSE, start + len(_THINK_OPEN)) if start >= 0 else -1
+        if start < 0 or end < 0:
+            kept.append(content[pos:] if start < 0 else content[pos:start])
+            if start >= 0:  # opened and never closed: the rest is reasoning, cut off
+                cut_off = True
+                thoughts.append(content[start + len(_THINK_OPEN):].strip())
+            break
+        kept.append(content[pos:start])
+        thoughts.append(content[start + len(_THINK_OPEN):end].strip())
+        pos = end + len(_THINK_CLOSE)
+    return "".join(kept).strip("\n"), "\n\n".join(t for t in thoughts if t), cut_off
 
 
 def find_fences(text: str) -> list[Fence]:
@@ -369,13 +380,21 @@ def _defines_model_new(code: str) -> bool:
 
 
 def _strip_prose(code: str) -> tuple[str, int]:
-    """Drop up to a few unindented prose lines at the top or bottom so the code parses."""
+    """Drop up to a few unindented prose lines at the top or bottom so the code parses.
+
+    Only cuts that remove the line CPython stops at are tried: each try is a full parse, and
+    trying every cut re-parsed a 400 KB reply 81 times."""
     if "class ModelNew" not in code:
         return code, 0
     lines = code.strip("\n").split("\n")
+    bad = _error_line(code.strip("\n"))
+    if bad is None:
+        return code, 0  # it parses: dropping lines cannot add a class
     for head in range(_PROSE_TRIES + 1):
         for tail in range(_PROSE_TRIES + 1):
             if (not head and not tail) or head + tail >= len(lines):
+                continue
+            if not (bad <= head or bad > len(lines) - tail):
                 continue
             dropped = lines[:head] + lines[len(lines) - tail :]
             if any(d[:1] in {" ", "\t"} for d in dropped):
@@ -384,6 +403,17 @@ def _strip_prose(code: str) -> tuple[str, int]:
             if not syntax_error(kept) and _defines_model_new(kept):
                 return kept, head + tail
     return code, 0
+
+
+def _error_line(code: str) -> int | None:
+    """The line CPython's parser stops at (1-based), or None when the code parses."""
+    try:
+        ast.parse(code)
+    except SyntaxError as exc:
+        return exc.lineno or 1
+    except (ValueError, RecursionError, MemoryError):
+        return 1
+    return None
 
 
 def _pick_block(fences: list[Fence]) -> tuple[Fence | None, list[str]]:

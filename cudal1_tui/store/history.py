@@ -16,6 +16,7 @@ import git
 from cudal1_tui.errors import SessionError
 from cudal1_tui.store.naming import MODULE_FILE
 from cudal1_tui.store.records import DecisionRecord
+from cudal1_tui.store.recovery import clear_stale_git_lock
 
 # Explicit identity: works on machines with no global git config (CI).
 ACTOR = git.Actor("cudal1-tui", "cudal1-tui@localhost")
@@ -44,6 +45,8 @@ class History:
     def __init__(self, repo: git.Repo | None) -> None:
         self._repo = repo
         self._log: list[HistoryEntry] | None = None  # cached; our own commits reset it
+        self.damage = ""  # why the repository could not be read ("" while it can)
+        self.notes: list[str] = []
 
     @classmethod
     def init(cls, directory: Path, reference_source: str, problem_name: str) -> History:
@@ -71,10 +74,30 @@ class History:
                 return cls(None)
             raise SessionError(f"{directory} has no git history",
                                fix="the session is damaged; start a new one") from None
+        except Exception as exc:  # a damaged .git: readers still get the trace
+            if not optional:
+                raise SessionError(f"{directory}: the git repository cannot be opened "
+                                   f"({_first_line(exc)})",
+                                   fix="the session is damaged; `cudal1-tui show` reads "
+                                   "what is intact") from None
+            history = cls(None)
+            history.damage = f"the git repository cannot be opened ({_first_line(exc)})"
+            return history
+
+    def close(self) -> None:
+        """End gitpython's persistent helpers (``git cat-file --batch``) of this repository."""
+        if self._repo is not None:
+            self._repo.close()
 
     @property
     def has_git(self) -> bool:
         return self._repo is not None
+
+    @property
+    def readable(self) -> bool:
+        """A repository whose log can be read (a missing object makes it unreadable)."""
+        self.log()
+        return self._repo is not None and not self.damage
 
     @property
     def repo(self) -> git.Repo:
@@ -113,10 +136,14 @@ class History:
 
     def log(self) -> list[HistoryEntry]:
         """Every commit, newest first."""
-        if self._repo is None:
+        if self._repo is None or self.damage:
             return []
         if self._log is None:
-            self._log = [_entry(c) for c in self._repo.iter_commits()]
+            try:
+                self._log = [_entry(c) for c in self._repo.iter_commits()]
+            except Exception as exc:  # gitpython raises a zoo (GitCommandError, ValueError...)
+                self.damage = f"the git history cannot be read ({_first_line(exc)})"
+                return []
         return list(self._log)
 
     def module_source(self) -> str:
@@ -134,6 +161,8 @@ class History:
 
     def _commit(self, code: str, message: str, extra: list[str] | None = None) -> str:
         workdir = Path(self.repo.working_tree_dir or ".")
+        if note := clear_stale_git_lock(workdir):  # safe: the writer holds the session lock
+            self.notes.append(note)
         (workdir / MODULE_FILE).write_text(code, encoding="utf-8")
         self.repo.index.add([MODULE_FILE, *(extra or [])])
         commit = self.repo.index.commit(message, author=ACTOR, committer=ACTOR)
@@ -143,7 +172,7 @@ class History:
 
 def accepted_record_id(history: History, decisions: Sequence[DecisionRecord]) -> str:
     """The record ``model.py`` holds: from git, else folded from the trace's decisions."""
-    if history.has_git:
+    if history.has_git and history.readable:
         live = history.accepted()
         return live.record_id if live else ""
     stack: list[str] = []
@@ -153,6 +182,11 @@ def accepted_record_id(history: History, decisions: Sequence[DecisionRecord]) ->
         elif decision.decision == "undone" and stack and stack[-1] == decision.record_id:
             stack.pop()
     return stack[-1] if stack else ""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
 
 
 def _message(subject: str, body: str, action: str, record_id: str) -> str:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cudal1_tui.errors import SessionError
 from cudal1_tui.store import naming
 from cudal1_tui.store.history import History, accepted_record_id
-from cudal1_tui.store.meta import META_FILE, read_meta
+from cudal1_tui.store.recovery import is_session_dir, load_meta
 from cudal1_tui.store.trace import read_trace
 
 log = logging.getLogger(__name__)
@@ -30,13 +30,14 @@ class SessionSummary:
     accepted_speedup: float | None
     accepted_record: str
     model: str
+    warnings: list[str] = field(default_factory=list)  # damage found while reading it
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def _is_session(path: Path) -> bool:
-    return (path / META_FILE).is_file()
+    return is_session_dir(path)
 
 
 def _session_dirs(root: Path) -> list[Path]:
@@ -73,11 +74,12 @@ def resolve_session(ref: str, root: Path | None) -> Path:
 
 
 def summarize(path: Path) -> SessionSummary:
-    meta = read_meta(path)
+    meta, meta_warning = load_meta(path)
     contents = read_trace(path / naming.TRACE_FILE)
     records = contents.folded()
     speeds = [r.speedup for r in records if r.status == "ok" and r.speedup is not None]
-    live = accepted_record_id(History.open(path, optional=True), contents.decisions)
+    history = History.open(path, optional=True)
+    live = accepted_record_id(history, contents.decisions)
     accepted = next((r for r in records if live and r.record_id == live), None)
     return SessionSummary(
         session_id=meta.session_id or path.name,
@@ -89,6 +91,7 @@ def summarize(path: Path) -> SessionSummary:
         accepted_speedup=accepted.speedup if accepted else None,
         accepted_record=accepted.record_id if accepted else "",
         model=meta.model,
+        warnings=[w for w in (meta_warning, history.damage, *contents.warnings) if w],
     )
 
 
@@ -97,7 +100,14 @@ def list_sessions(root: Path) -> list[SessionSummary]:
     out: list[SessionSummary] = []
     for path in _session_dirs(root):
         try:
-            out.append(summarize(path))
+            summary = summarize(path)
         except SessionError as exc:
             log.warning("skipped %s: %s", path.name, exc.message)
+            continue
+        except OSError as exc:
+            log.warning("skipped %s: %s", path.name, exc)
+            continue
+        for warning in summary.warnings:
+            log.warning("%s: %s", path.name, warning)
+        out.append(summary)
     return sorted(out, key=lambda s: (s.created_at, s.session_id), reverse=True)

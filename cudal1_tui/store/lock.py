@@ -17,7 +17,10 @@ class SessionLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise unwritable(self.path.parent, exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -49,3 +52,12 @@ def _read_holder(fd: int) -> str:
     except OSError:
         return ""
     return f" (pid {pid})" if pid.isdigit() else ""
+
+
+def unwritable(directory: Path, exc: OSError) -> SessionError:
+    """Writing (resume, accept) needs the session folder writable; reading does not."""
+    return SessionError(
+        f"session {directory.name} cannot be written: {exc.strerror or exc} ({directory})",
+        fix="make the sessions folder writable to resume it; `cudal1-tui show` and "
+        "`cudal1-tui export` read it as it is",
+    )

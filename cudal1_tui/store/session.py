@@ -26,10 +26,11 @@ from cudal1_tui.errors import SessionError
 from cudal1_tui.store import naming
 from cudal1_tui.store.history import NO_GIT_NOTE, History, HistoryEntry, accepted_record_id
 from cudal1_tui.store.listing import resolve_session
-from cudal1_tui.store.lock import SessionLock
+from cudal1_tui.store.lock import SessionLock, unwritable
 from cudal1_tui.store.measure import candidate_ms, reference_ms
-from cudal1_tui.store.meta import SessionMeta, read_meta, settings_snapshot, write_meta
+from cudal1_tui.store.meta import SessionMeta, settings_snapshot, write_meta
 from cudal1_tui.store.records import CandidateRecord, Decision, DecisionRecord
+from cudal1_tui.store.recovery import load_meta, restore_candidate_files, restore_meta
 from cudal1_tui.store.trace import TraceWriter, fold_decisions, read_trace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -112,16 +113,28 @@ class Session:
         """
         path = resolve_session(str(ref), sessions_root)
         history = History.open(path, optional=readonly)
-        session = cls(path, read_meta(path), history, readonly=readonly)
+        meta, meta_warning = load_meta(path)
+        session = cls(path, meta, history, readonly=readonly)
         if readonly:
             session._load()
         else:
             session._start_writing()
+            if meta_warning:
+                restore_meta(path, meta)
+            session._restore_candidates()
             session._reconcile_with_git()
+            if history.damage:
+                session.close()
+                raise SessionError(f"session {path.name}: {history.damage}",
+                                   fix="its trace is intact (`cudal1-tui show`, `export` read "
+                                   "it); start a new session to go on")
+        history.log()  # read once, so that any damage is known (and warned of) now
+        session.warnings += [w for w in (meta_warning, history.damage) if w]
         return session
 
     def close(self) -> None:
         self._writer.close()
+        self.history.close()
         self._lock.release()
 
     def __enter__(self) -> Session:
@@ -154,6 +167,7 @@ class Session:
         record = replace(record, session_id=record.session_id or self.id)
         file = self.path / naming.CANDIDATES_DIR / naming.candidate_file(
             record.round, record.slot, record.record_id)
+        file.parent.mkdir(exist_ok=True)  # deleted by hand: the trace holds every file's code
         file.write_text(record.code, encoding="utf-8")
         self._writer.append(record.to_dict())
         self._candidates[record.record_id] = record
@@ -279,9 +293,21 @@ class Session:
             self._load()  # read under the lock: the file can have grown meanwhile
             if repaired:
                 self.warnings.append(repaired)
+        except OSError as exc:
+            self._lock.release()
+            raise unwritable(self.path, exc) from None
         except BaseException:
             self._lock.release()
             raise
+
+    def _restore_candidates(self) -> None:
+        try:
+            restored = restore_candidate_files(self.path, list(self._candidates.values()))
+        except OSError as exc:
+            raise unwritable(self.path, exc) from None
+        if restored:
+            self.warnings.append(f"{restored} candidate file(s) were missing: restored from "
+                                 "the trace")
 
     def _reconcile_with_git(self) -> None:
         """A kill between a commit and its trace row: add the missing decision rows."""

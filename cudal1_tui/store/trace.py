@@ -120,11 +120,30 @@ class TraceWriter:
             raise SessionError(f"{self.path} is not open for writing",
                                fix="open the session for writing (not read-only)")
         data = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-        os.fsync(self._fd)
+        good = os.fstat(self._fd).st_size  # one writer (the session lock): the row starts here
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise self._undo(good, exc) from None
+
+    def _undo(self, good: int, exc: OSError) -> SessionError:
+        """Cut a failed row off (disk full, file too large), so the next one starts clean."""
+        assert self._fd is not None
+        try:
+            os.ftruncate(self._fd, good)
+            os.fsync(self._fd)
+            state = f"the trace was cut back to its last complete record ({good} bytes)"
+        except OSError as again:
+            state = f"and cutting the partial row off failed too ({again.strerror})"
+        log.error("%s: a record could not be written: %s; %s", self.path, exc.strerror, state)
+        return SessionError(f"{self.path}: a record could not be written "
+                            f"({exc.strerror or exc}); {state}",
+                            fix="free disk space (or raise the file-size limit), then resume "
+                            "the session")
 
 
 def _repair_tail(path: Path) -> str:

@@ -9,13 +9,19 @@ commands that resume and export it.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
 from cudal1_tui.cli.session_refs import LAST, resolve_ref
 from cudal1_tui.config import sessions_dir
+from cudal1_tui.engine.shutdown import on_termination
 from cudal1_tui.errors import ProblemError
+
+if TYPE_CHECKING:
+    from cudal1_tui.ui.app import CudaL1App
 
 NAME = "open"
 BROKEN_FILE = 1
@@ -49,6 +55,13 @@ def exit_line(session_id: str, session_path: str, problem: Path) -> str:
             f"  export: cudal1-tui export {session_id} --format trl -o data.jsonl")
 
 
+def _close(app: CudaL1App, signum: int) -> None:
+    try:
+        app.call_from_thread(app.close_and_exit)
+    except RuntimeError:  # no app running (not yet, or no more): nothing to save
+        os._exit(128 + signum)
+
+
 def run(args: argparse.Namespace) -> int:
     path: Path = args.file
     if not path.is_file():
@@ -70,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     app = CudaL1App(path.resolve(), settings, resume=resume, sizes=args.sizes,
                     measure_startup=args.measure_startup, config_path=effective.config_path)
+    on_termination(lambda signum: _close(app, signum))  # SIGTERM/SIGHUP: the normal exit
     code = app.run(headless=args.measure_startup)
     if args.measure_startup:
         print(f"first frame: {app.first_frame_ms:.0f} ms after the app was built "

@@ -36,4 +36,9 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args).settings
     options = Options(rounds=args.rounds, resume=args.resume, accept_best=args.accept_best,
                       sizes=args.sizes)
-    return run_headless(list(args.files), settings, options)
+    code = run_headless(list(args.files), settings, options)
+    if code >= 128:  # interrupted (Ctrl-C, SIGTERM, SIGHUP): saved and closed, so leave now
+        from cudal1_tui.engine.shutdown import exit_now
+
+        exit_now(code)
+    return code

@@ -1,0 +1,165 @@
+"""Leftovers of dead owners swept, live owners' files kept; a cap on a candidate's total disk
+use; one timing per device across processes, the second one waiting and saying for whom."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+from evaluator import diskcap, lifetime, sandbox, verdict
+from evaluator.schema import Job
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROBLEM = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    def get_inputs():
+        return [torch.randn(4)]
+
+    def get_init_inputs():
+        return []
+""")
+# Writes 1 MB files at import, well past a 20 MB cap (each file is far below RLIMIT_FSIZE).
+HOARDER = textwrap.dedent("""
+    import os
+    import torch.nn as nn
+
+    for i in range(400):
+        with open(f"junk{i}.bin", "wb") as fh:
+            fh.write(os.urandom(1 << 20))
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            return x * 2
+""")
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _marked_dir(temp_root: Path, name: str, token: str) -> Path:
+    path = temp_root / f"{lifetime.TEMP_PREFIX}{name}"
+    path.mkdir()
+    (path / lifetime.OWNER_FILE).write_text(token + "\n")
+    return path
+
+
+def _lock(build_root: Path, key: str) -> Path:
+    lock = build_root / key / "torch_extensions" / "ext" / "lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")
+    return lock
+
+
+def test_a_dead_owners_temp_dirs_and_build_locks_are_swept(tmp_path: Path) -> None:
+    temps, builds = tmp_path / "tmp", tmp_path / "builds"
+    temps.mkdir()
+    dead = _marked_dir(temps, "dead", f"{_dead_pid()} 12345")
+    lock = _lock(builds, "k1")
+    swept = lifetime.sweep_stale([builds], temps)
+    assert not dead.exists() and not lock.exists()
+    assert swept.temp_dirs == [str(dead)] and swept.locks == [str(lock)]
+    assert "1 evaluator temp dir(s), 1 build lock(s)" in swept.summary()
+
+
+def test_a_live_owners_files_are_kept(tmp_path: Path) -> None:
+    temps, builds = tmp_path / "tmp", tmp_path / "builds"
+    temps.mkdir()
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live = _marked_dir(temps, "live", lifetime.owner_token(owner.pid))
+        lock = _lock(builds, "k2")
+        swept = lifetime.sweep_stale([builds], temps)
+        assert live.exists() and lock.exists()  # its build may be holding that lock
+        assert swept.live_owners and not swept.locks
+    finally:
+        owner.kill()
+        owner.wait()
+    lifetime.sweep_stale([builds], temps)
+    assert not live.exists() and not lock.exists()
+
+
+def test_a_pid_reused_by_another_process_is_not_its_owner() -> None:
+    me = lifetime.owner_token()
+    assert lifetime.owner_alive(me)
+    pid, start = me.split()
+    assert not lifetime.owner_alive(f"{pid} {int(start) + 1}")
+
+
+def test_a_candidate_writing_past_the_disk_cap_is_killed_with_a_clear_verdict(
+        tmp_path: Path) -> None:
+    job = Job(problem_source=PROBLEM, candidate_source=HOARDER, timeout_s=120,
+              build_dir=str(tmp_path / "build"))
+    limits = sandbox.Limits(memory_mb=4096, disk_mb=20)
+    child = sandbox.Child("build", limits, job_text=job.to_json())
+    outcome = child.run(job.to_json(), 120)
+    assert outcome.extra.get(diskcap.EXTRA_KEY) == 20, outcome
+    assert "wrote more than 20 MB" in verdict.crash_message(outcome, 4096)
+    assert not child.root.exists()
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from pathlib import Path
+    from cudal1_tui.engine.device_lock import hold_device
+    with hold_device("cpu", "session s-holder", root=Path({locks!r})):
+        print("held", flush=True)
+        time.sleep(60)
+""")
+
+
+def test_a_second_session_waits_for_the_device_and_says_for_whom(tmp_path: Path) -> None:
+    from cudal1_tui.engine.device_lock import hold_device
+
+    locks = tmp_path / "locks"
+    script = HOLDER.format(root=str(ROOT), locks=str(locks))
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        told: list[str] = []
+        threading.Timer(1.0, holder.kill).start()  # killed -9: the kernel drops its flock
+        started = time.monotonic()
+        with hold_device("cpu", "session s-waiter", on_wait=told.append, root=locks) as held:
+            waited = time.monotonic() - started
+            assert held
+            assert (locks / "device-cpu.lock").read_text().startswith("session s-waiter")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert told == [f"waiting for the device: session s-holder (pid {holder.pid}) "
+                    "is timing on cpu"]
+    assert waited >= 0.5
+
+
+def test_a_cancel_ends_the_wait_for_the_device(tmp_path: Path) -> None:
+    from cudal1_tui.engine.device_lock import hold_device
+
+    cancel = threading.Event()
+    with hold_device("cuda:0", "first", root=tmp_path):
+        threading.Timer(0.3, cancel.set).start()
+        results: list[bool] = []
+
+        def second() -> None:
+            with hold_device("cuda:0", "second", cancel=cancel, root=tmp_path) as held:
+                results.append(held)
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        thread.join(timeout=5)
+    assert results == [False]
+    assert os.path.exists(tmp_path / "device-cuda_0.lock")
