@@ -25,8 +25,26 @@ _CUSTOMIZE = ("sitecustomize.py", "usercustomize.py", "sitecustomize", "usercust
 
 
 def _site_dirs() -> list[str]:
-    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    prefixes = _venv_prefixes() if sys.flags.no_site else None
+    dirs = [*site.getsitepackages(prefixes), site.getusersitepackages()]
     return [os.path.realpath(d) for d in dict.fromkeys(dirs) if d]
+
+
+def _venv_prefixes() -> list[str] | None:
+    """The prefixes ``site.main()`` will use, read from a venv's ``pyvenv.cfg`` without running
+    ``site`` (its ``venv()`` already processes ``.pth`` files). Under ``-S`` ``sys.prefix`` is
+    still the base interpreter's, whose site dirs a venv does not use."""
+    exe_dir = os.path.dirname(os.path.abspath(sys.executable))
+    for conf in (Path(exe_dir) / "pyvenv.cfg", Path(exe_dir).parent / "pyvenv.cfg"):
+        if conf.is_file():
+            settings = dict(line.split("=", 1) for line in
+                            conf.read_text(encoding="utf-8", errors="replace").splitlines()
+                            if "=" in line)
+            system = {k.strip().lower(): v.strip().lower() for k, v in settings.items()}.get(
+                "include-system-site-packages") == "true"
+            venv = os.path.dirname(exe_dir)
+            return [venv, sys.base_prefix] if system else [venv]
+    return None
 
 
 def _path_dirs(python_path: str) -> list[str]:
