@@ -24,14 +24,14 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300, check=False)
 
 
-def test_eval_json_for_a_failing_candidate_exits_0(tmp_path: Path) -> None:
+def test_eval_json_for_a_failing_candidate_exits_1(tmp_path: Path) -> None:
     addmm = "torch.addmm(self.fc.bias, x, self.fc.weight.t())"
     wrong = LINEAR_HONEST.replace(f"torch.clamp_min({addmm}, 0.0)", addmm)  # no relu
     assert wrong != LINEAR_HONEST
     problem, cand = _files(tmp_path, wrong)
     done = _cli(str(problem), str(cand), "--json", "--trials", "2", "--budget", "0.3",
                 "--build-dir", str(tmp_path / "b"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the result is not ok (the JSON is still there)
     result = Result.from_json(done.stdout)
     assert result.status == "incorrect" and result.reward == 0.0 and not result.correct
     raw = json.loads(done.stdout)
@@ -61,7 +61,7 @@ def test_static_gate_rejects_before_running(tmp_path: Path) -> None:
     body = '        subprocess.run(["true"])\n        return torch.relu(self.fc(x))'
     problem, cand = _files(tmp_path, linear_candidate(body, header))
     done = _cli(str(problem), str(cand), "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # not ok: exit 1, the JSON result still printed
     result = Result.from_json(done.stdout)
     assert result.status == "rejected" and result.reward == 0.0
     assert result.timing == {} and any(f.code.startswith("static.") for f in result.flags)
