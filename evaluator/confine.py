@@ -62,7 +62,8 @@ def private_dirs() -> tuple[str, ...]:
 def apply(writable: list[str], *, private: list[str], layers: str = "auto") -> Confinement:
     """Confine this process (call it once, single-threaded, before importing anything big).
 
-    ``layers``: ``auto``; ``mountns`` (skip landlock, for tests of the fallback); ``bwrap``
+    ``layers``: ``auto``; ``uid`` (``auto`` plus a separate uid when root); ``mountns`` (skip
+    landlock, for tests of the fallback); ``bwrap``
     (the parent wrapped the child already); ``off``."""
     global _STATE
     state = Confinement(private=tuple(os.path.realpath(p) for p in private),
@@ -79,7 +80,12 @@ def apply(writable: list[str], *, private: list[str], layers: str = "auto") -> C
         state.layers["network"] = "bubblewrap --unshare-net"
     else:
         _network(state)
-    _separate_uid(state, [*private, *writable])
+    if layers == "uid":
+        _separate_uid(state, [*private, *writable])
+    else:
+        state.missing["separate uid"] = (
+            "off unless CUDAL1_SANDBOX=uid: as root on a GPU host, children as uid "
+            f"{SANDBOX_UID} could not write a build cache the app had made")
     if layers != "bwrap":
         _filesystem(state, writable, use_landlock=layers != "mountns")
     _STATE = state

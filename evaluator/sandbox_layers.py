@@ -3,7 +3,8 @@
 
 The child confines itself (``evaluator.confine``) with landlock or a mount namespace; only when
 the kernel offers neither and ``bwrap`` is installed does the parent wrap the child in it.
-``CUDAL1_SANDBOX`` (``auto``, ``mountns``, ``off``) overrides the choice for diagnosis.
+``CUDAL1_SANDBOX`` (``auto``, ``uid``, ``mountns``, ``off``) overrides the choice: ``uid`` is
+``auto`` plus a separate uid for children started as root.
 """
 
 from __future__ import annotations
@@ -53,14 +54,14 @@ def writable_for(mode: str) -> tuple[str, ...]:
 
 def requested_layers() -> str:
     value = os.environ.get("CUDAL1_SANDBOX", "auto").strip().lower()
-    return value if value in ("auto", "mountns", "off") else "auto"
+    return value if value in ("auto", "uid", "mountns", "off") else "auto"
 
 
 def outer_sandbox(writable: list[str]) -> tuple[list[str], str]:
     """(argv prefix, the layers the child applies itself): ``bwrap`` without landlock."""
     layers = requested_layers()
     bwrap = shutil.which("bwrap")
-    if layers != "auto" or landlock.abi_version()[0] or bwrap is None:
+    if layers not in ("auto", "uid") or landlock.abi_version()[0] or bwrap is None:
         return [], layers
     prefix = [bwrap, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
               "--unshare-net", "--die-with-parent"]

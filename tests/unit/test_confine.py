@@ -82,12 +82,19 @@ def test_root_drops_to_nobody_when_the_interpreter_is_readable(tmp_path: Path) -
     system = "/usr/bin/python3"
     if not Path(system).exists():
         pytest.skip("no system python3")
-    found = _confined(tmp_path, "auto", python=system)
+    found = _confined(tmp_path, "uid", python=system)
     summary = str(found["summary"])
     if found["uid"] == 0:
         assert "no separate uid" in summary and "not readable" in summary
     else:
         assert found["uid"] == 65534 and "nobody" in summary
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the separate uid applies to root only")
+def test_the_separate_uid_is_off_by_default(tmp_path: Path) -> None:
+    found = _confined(tmp_path, "auto")
+    assert found["uid"] == 0
+    assert "off unless CUDAL1_SANDBOX=uid" in str(found["summary"])
 
 
 def test_startup_record_names_what_changed(tmp_path: Path) -> None:
