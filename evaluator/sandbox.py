@@ -281,7 +281,7 @@ class Child:
         """Release the child (writing the job first, and sending ``limits``, when it started
         warm) and wait for it."""
         try:
-            if self._go_w is not None and not self._covers(job_text):
+            if self._go_w is not None and not self.covers(job_text):
                 self._restart_cold(job_text)
             if self._go_w is not None:
                 self.limits = limits or self.limits
@@ -294,7 +294,7 @@ class Child:
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def _covers(self, job_text: str | None) -> bool:
+    def covers(self, job_text: str | None) -> bool:
         """Does this warm child's sandbox let it write where the job builds?"""
         return set(sandbox_dirs(self.root, job_text, self._extra_writable)) <= \
             set(self.writable)
