@@ -17,6 +17,14 @@ from cudal1_tui.config import Settings
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 
 
+@pytest.fixture(autouse=True)
+def idle_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Screens must not depend on this host's load: the busy-machine notice reads the load
+    average, so the UI tests see an idle machine (tests/unit/test_uncertainty.py covers the
+    notice itself)."""
+    monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))
+
+
 @pytest.fixture
 def problem_file(tmp_path: Path) -> Path:
     return ui_problems.write_problem(tmp_path)
