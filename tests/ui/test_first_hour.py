@@ -112,8 +112,13 @@ async def test_80x24_keeps_speedup_decision_and_help_visible() -> None:
         assert {"speedup", "status", "decision"} <= set(table.column_keys)
         assert "error" not in table.column_keys  # the least important went first
         footer = app.query_one(Footer)
-        keys = [b.key for b in footer.query("FooterKey")]  # type: ignore[attr-defined]
-        assert "question_mark" in keys and "q" in keys
+
+        def footer_keys() -> list[str]:
+            return [b.key for b in footer.query("FooterKey")]  # type: ignore[attr-defined]
+
+        # the footer recomposes its keys after the bindings change: wait for it, then look
+        await wait_until(pilot, lambda: "question_mark" in footer_keys(), "the footer's keys")
+        assert "question_mark" in footer_keys() and "q" in footer_keys()
         assert all(k.region.right <= 80 for k in footer.query("FooterKey"))
 
 
