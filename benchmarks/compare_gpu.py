@@ -5,9 +5,9 @@ harness, in the same run, one row per pair.
     python benchmarks/compare_gpu.py DIR            # DIR/*/problem.py + DIR/*/candidate.py
     python benchmarks/compare_gpu.py MANIFEST --device cpu --only relu_ diag_   # a CPU dry run
 
-1. builds: ``evaluator.launch.build`` for every pair in a thread pool of min(16, cores)
+1. builds: ``cudal1_evaluator.launch.build`` for every pair in a thread pool of min(16, cores)
    (each build is its own sandboxed process), one build root per pair;
-2. as each build finishes (in pair order), ``evaluator.launch.evaluate`` on the device, then
+2. as each build finishes (in pair order), ``cudal1_evaluator.launch.evaluate`` on the device, then
    ``benchmarks/independent_harness.py`` in a fresh ``python`` process (same build cache, same
    ``TORCH_CUDA_ARCH_LIST``, so it compiles nothing either);
 3. a JSON file with one row per pair and a table; pairs per minute at the end.
@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evaluator.launch import build, evaluate  # noqa: E402
-from evaluator.schema import BuildOutcome, Job, Result  # noqa: E402
+from cudal1_evaluator.launch import build, evaluate  # noqa: E402
+from cudal1_evaluator.schema import BuildOutcome, Job, Result  # noqa: E402
 
 HARNESS = Path(__file__).with_name("independent_harness.py")
 

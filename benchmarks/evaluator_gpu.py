@@ -28,8 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluator.launch import evaluate  # noqa: E402
-from evaluator.schema import Job, Result  # noqa: E402
+from cudal1_evaluator.launch import evaluate  # noqa: E402
+from cudal1_evaluator.schema import Job, Result  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 CANDIDATES = ROOT / "benchmarks" / "candidates"

@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from evaluator import launch  # noqa: E402
-from evaluator.schema import Job, Result  # noqa: E402
+from cudal1_evaluator import launch  # noqa: E402
+from cudal1_evaluator.schema import Job, Result  # noqa: E402
 
 PROBLEM = '''
 import torch

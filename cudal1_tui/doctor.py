@@ -107,7 +107,7 @@ def check_sessions_dir(effective: EffectiveSettings) -> Check:
 
 def check_sandbox() -> Check:
     """Which OS sandbox layers an evaluator child gets here, measured in a throwaway process."""
-    from evaluator.sandbox_layers import probe
+    from cudal1_evaluator.isolation.sandbox_layers import probe
 
     confined, detail = probe()
     if confined:

@@ -1,7 +1,7 @@
 """Gate, then evaluate: the one call the engine and the CLI make to judge a candidate.
 
 The static gate reads the candidate here (tree-sitter, no code runs); a ``reject`` finding
-returns a ``rejected`` Result at once. Otherwise the job goes to ``evaluator.launch.evaluate``,
+returns a ``rejected`` Result at once. Otherwise the job goes to ``launch.evaluate``,
 which runs everything in isolated subprocesses (this process never imports torch), and the
 gate's warnings are prepended to the result's flags.
 """
@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
+from cudal1_evaluator.reward import score
+from cudal1_evaluator.schema import Job, Result, RewardSpec
 from cudal1_tui.analysis.gate import Finding, check_candidate, rejected
-from evaluator.reward import score
-from evaluator.schema import Job, Result, RewardSpec
 
 Progress = Callable[[str, int, int, str], None]
 
@@ -61,7 +61,7 @@ def evaluate_job(job: Job, *, gate: bool = True, on_progress: Progress | None = 
         stopped = gate_result(job, findings)
         if stopped is not None:
             return stopped
-    from evaluator.launch import evaluate  # torch-free, but only needed past the gate
+    from cudal1_evaluator.launch import evaluate  # torch-free, but only needed past the gate
 
     result = evaluate(job, on_progress=on_progress, cancel=cancel)
     result.flags = [f.to_flag() for f in findings] + result.flags

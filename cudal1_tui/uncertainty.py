@@ -1,7 +1,7 @@
 """How sure a speedup is: its interval, whether the timings were noisy, its precision.
 
 One place for the CLI, the TUI and the exports. Inputs are stored results
-(``evaluator.Result.to_dict()``); old traces without a field give None, never an error.
+(``cudal1_evaluator.Result.to_dict()``); old traces without a field give None, never an error.
 Timing keys are the evaluator's: ``reference`` (eager, timed beside the candidate) and
 ``candidate``.
 """

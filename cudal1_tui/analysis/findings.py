@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from evaluator.schema import Flag
+from cudal1_evaluator.schema import Flag
 
 GateSeverity = Literal["reject", "warn", "info"]
 

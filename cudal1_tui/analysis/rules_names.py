@@ -57,7 +57,8 @@ NAME_RULES: tuple[NameRule, ...] = (
         "walks the interpreter (gc, frames, modules, ctypes): it can read the harness's data",
     ),
     NameRule(
-        ("evaluator", "cudal1_tui", "cudal1_reference_problem", "cudal1_candidate", "__main__"),
+        ("cudal1_evaluator", "evaluator", "cudal1_tui", "cudal1_reference_problem",
+         "cudal1_candidate", "__main__"),
         "harness_access", "reject",
         "reaches into the evaluator or the reference module that judges it",
     ),

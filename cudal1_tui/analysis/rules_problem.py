@@ -138,7 +138,7 @@ def _tokens(func: Node) -> list[str]:
 def _fallbacks(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
     """``try: kernel(...) except: return torch.matmul(...)``: the reference op as a safety net.
     Harmless while the kernel works, so only warned about here; whether the fallback is taken
-    is seen at run time (``evaluator.profiling``: the reference's kernels doing the work)."""
+    is seen at run time (``candidate_side.profiling``: the reference's kernels doing the work)."""
     ref_calls, ref_methods = _reference_ops(prob)
     for node in ts.walk(cand.root):
         if node.type != "except_clause":

@@ -61,7 +61,7 @@ _CPP_STATE = re.compile(r"\b(sigaction|signal|setitimer|alarm|sched_setaffinity|
                         r"pthread_setaffinity_np|setpriority|nice)\s*\(")
 _CPP_OPEN = re.compile(r"(?<![\w.>])(?:::)?(open|openat|creat|fopen|freopen)\s*\(|\bofstream\b")
 _INTERPRETER_PATHS = re.compile(r"\.pth\b|site-packages|dist-packages|sitecustomize|"
-                                r"usercustomize|/usr/lib/python|\.pyenv|/evaluator/")
+                                r"usercustomize|/usr/lib/python|\.pyenv|/cudal1_evaluator/|/evaluator/")
 
 
 def check(mod: PyModule, sources: list[CppSource]) -> list[Finding]:

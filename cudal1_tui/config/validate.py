@@ -10,18 +10,18 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from cudal1_evaluator.reward import FORMULAS
 from cudal1_tui.config.settings import Origin, Settings
 from cudal1_tui.errors import ConfigError
-from evaluator.reward import FORMULAS
 
 DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 
 
 def tolerance_presets() -> tuple[str, ...]:
     try:  # the schema is the contract's home; older layouts kept the names in launch
-        from evaluator.schema import TOLERANCES  # type: ignore[attr-defined]
+        from cudal1_evaluator.schema import TOLERANCES  # type: ignore[attr-defined]
     except ImportError:
-        from evaluator.launch import TOLERANCES
+        from cudal1_evaluator.launch import TOLERANCES
     return tuple(TOLERANCES)
 
 

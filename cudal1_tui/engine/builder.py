@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cudal1_evaluator.schema import Job, ProbeJob, RewardSpec
 from cudal1_tui.config import Settings
-from evaluator.schema import Job, ProbeJob, RewardSpec
 
 PROBE_BUDGET_S = 3.0
 

@@ -9,11 +9,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cudal1_evaluator import launch
+from cudal1_evaluator.reward import score
+from cudal1_evaluator.schema import BuildOutcome, Job, ProbeJob, ProbeResult, Result, Status
 from cudal1_tui.analysis.gate import Finding, check_candidate
 from cudal1_tui.evaluation import evaluate_job, gate_result
-from evaluator import launch
-from evaluator.reward import score
-from evaluator.schema import BuildOutcome, Job, ProbeJob, ProbeResult, Result, Status
 
 Progress = Callable[[str, int, int, str], None]
 

@@ -7,6 +7,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from cudal1_evaluator.isolation import lifetime
+from cudal1_evaluator.parent.build_cache import default_build_dir
+from cudal1_evaluator.schema import ProbeResult
 from cudal1_tui.config import Settings, build_dir, sessions_dir
 from cudal1_tui.engine.builder import probe_job
 from cudal1_tui.engine.device import resolve_device
@@ -20,9 +23,6 @@ from cudal1_tui.problem.loader import read_source
 from cudal1_tui.problem.sizing import shrink_for_cpu
 from cudal1_tui.store.meta import SessionMeta
 from cudal1_tui.store.session import Session
-from evaluator import lifetime
-from evaluator.build import default_build_dir
-from evaluator.schema import ProbeResult
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Two stages:
 
 - **build**: ``max(1, os.cpu_count() - 1)`` threads, each running one sandboxed build
-  subprocess (``evaluator.launch.build``) that imports the candidate so ``load_inline``
+  subprocess (``cudal1_evaluator.launch.build``) that imports the candidate so ``load_inline``
   compiles into the keyed build cache. Candidates with nothing to compile skip it.
 - **evaluate**: one thread per pool, taking candidates in the order they were submitted,
   each waiting for its own build and then holding the device's lock while the evaluator

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cudal1_evaluator.reward import score
+from cudal1_evaluator.schema import Flag, Result
 from cudal1_tui.store.naming import new_record_id, now_iso
 from cudal1_tui.store.records import (
     CandidateRecord,
@@ -13,8 +15,6 @@ from cudal1_tui.store.records import (
     ParsedSections,
     SamplingSettings,
 )
-from evaluator.reward import score
-from evaluator.schema import Flag, Result
 
 
 @dataclass

@@ -16,6 +16,7 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from cudal1_evaluator.schema import Result
 from cudal1_tui.engine import prompts
 from cudal1_tui.engine.abandon import Abandoned, unless_cancelled
 from cudal1_tui.engine.capping import CUT_FIX, CappedReply, cap_reply
@@ -39,7 +40,6 @@ from cudal1_tui.llm.errors import ModelCancelled, StreamCut
 from cudal1_tui.llm.parsing import parse_reply
 from cudal1_tui.proposers import BuiltinCandidate
 from cudal1_tui.store.records import CandidateRecord
-from evaluator.schema import Result
 
 
 def sampling_limit(draft: Draft) -> int | None:

@@ -1,6 +1,6 @@
 """Ending on SIGTERM and SIGHUP the way Ctrl-C ends: through the normal exit path.
 
-Evaluator children die with the app in any case (``evaluator.lifetime``); these handlers let
+Evaluator children die with the app in any case (``isolation.lifetime``); these handlers let
 the app close its session, cancel the running stage and say so before it exits.
 """
 
@@ -72,7 +72,7 @@ def exit_now(code: int) -> None:
     import os
     import sys
 
-    from evaluator import warm
+    from cudal1_evaluator.parent import warm
 
     warm.discard_all()
     for stream in (sys.stdout, sys.stderr):

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from cudal1_evaluator.schema import Job, Result
 from cudal1_tui.engine import evaluation
 from cudal1_tui.engine.abandon import Abandoned, unless_cancelled
 from cudal1_tui.engine.builder import candidate_job
@@ -24,7 +25,6 @@ from cudal1_tui.engine.recording import Draft
 from cudal1_tui.engine.workspace import Workspace
 from cudal1_tui.errors import Cudal1Error
 from cudal1_tui.store.records import CandidateRecord
-from evaluator.schema import Job, Result
 
 BUILD_STARTED = "building the candidate's extension"
 Record = Callable[[Draft, Result], CandidateRecord]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cudal1_evaluator.launch import probe as launch_probe
+from cudal1_evaluator.schema import ProbeJob, ProbeResult
 from cudal1_tui.problem.loader import read_source
-from evaluator.launch import probe as launch_probe
-from evaluator.schema import ProbeJob, ProbeResult
 
 
 def probe_problem(

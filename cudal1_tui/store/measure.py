@@ -1,4 +1,4 @@
-"""Read what a stored ``result`` (``evaluator.Result.to_dict()``) measured.
+"""Read what a stored ``result`` (``cudal1_evaluator.Result.to_dict()``) measured.
 
 Timing keys are the evaluator's: ``timing["reference"]`` (eager reference, timed beside the
 candidate) and ``timing["candidate"]``. Results without both fall back to the stored
@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from evaluator.reward import noise_band
+from cudal1_evaluator.reward import noise_band
 
 CANDIDATE_KEYS = ("candidate",)
 REFERENCE_KEYS = ("reference",)

@@ -59,7 +59,7 @@ class CandidateRecord:
     source: str  # "model" or "builtin:<strategy>"
     problem_name: str
     code: str
-    result: dict[str, Any]  # evaluator.Result.to_dict()
+    result: dict[str, Any]  # cudal1_evaluator.Result.to_dict()
     reward: float
     reward_formula: str
     status: str

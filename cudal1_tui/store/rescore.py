@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from cudal1_evaluator import reward as rewards
 from cudal1_tui.errors import SessionError
 from cudal1_tui.store.measure import noise_of, speedup_from_result
 from cudal1_tui.store.records import CandidateRecord
-from evaluator import reward as rewards
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from evaluator.schema import Job
+from cudal1_evaluator.schema import Job
 
 DIAG_PROBLEM = '''
 import torch

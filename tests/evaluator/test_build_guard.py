@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evaluator_cases import DIAG_FAST, DIAG_PROBLEM, job
 
-from evaluator.launch import build, evaluate
+from cudal1_evaluator.launch import build, evaluate
 
 
 def planting(target: Path) -> str:

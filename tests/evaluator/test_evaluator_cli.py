@@ -1,4 +1,4 @@
-"""``cudal1-tui eval`` and ``python -m evaluator``: real processes, JSON out, exit codes."""
+"""``cudal1-tui eval`` and ``python -m cudal1_evaluator``: real processes, JSON out, exit codes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from evaluator_cases import LINEAR_HONEST, LINEAR_PROBLEM, job, linear_candidate
 
-from evaluator.schema import Result
+from cudal1_evaluator.schema import Result
 
 
 def _files(tmp_path: Path, candidate: str) -> tuple[Path, Path]:
@@ -70,13 +70,13 @@ def test_static_gate_rejects_before_running(tmp_path: Path) -> None:
 def test_python_m_evaluator_run_prints_the_result(tmp_path: Path) -> None:
     job_path = tmp_path / "job.json"
     job_path.write_text(job(LINEAR_PROBLEM, LINEAR_HONEST, tmp_path / "b").to_json())
-    done = subprocess.run([sys.executable, "-m", "evaluator", "run", str(job_path)],
+    done = subprocess.run([sys.executable, "-m", "cudal1_evaluator", "run", str(job_path)],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert Result.from_json(done.stdout).status == "ok"
     bad = tmp_path / "bad.json"
     bad.write_text('{"nothing": 1}')
-    done = subprocess.run([sys.executable, "-m", "evaluator", "run", str(bad)],
+    done = subprocess.run([sys.executable, "-m", "cudal1_evaluator", "run", str(bad)],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "bad job file" in done.stderr
 
@@ -84,7 +84,7 @@ def test_python_m_evaluator_run_prints_the_result(tmp_path: Path) -> None:
 def test_python_m_evaluator_reference_times_the_reference_alone(tmp_path: Path) -> None:
     job_path = tmp_path / "job.json"
     job_path.write_text(job(LINEAR_PROBLEM, "this candidate is never imported").to_json())
-    done = subprocess.run([sys.executable, "-m", "evaluator", "reference", str(job_path)],
+    done = subprocess.run([sys.executable, "-m", "cudal1_evaluator", "reference", str(job_path)],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
@@ -92,14 +92,14 @@ def test_python_m_evaluator_reference_times_the_reference_alone(tmp_path: Path) 
 
 
 def test_python_m_evaluator_build_imports_and_caches(tmp_path: Path) -> None:
-    from evaluator.schema import BuildOutcome
+    from cudal1_evaluator.schema import BuildOutcome
 
     job_path = tmp_path / "job.json"
     job_path.write_text(job(LINEAR_PROBLEM, LINEAR_HONEST, tmp_path / "b",
                             cuda_arch="9.0").to_json())
     outcomes = []
     for _ in range(2):
-        done = subprocess.run([sys.executable, "-m", "evaluator", "build", str(job_path)],
+        done = subprocess.run([sys.executable, "-m", "cudal1_evaluator", "build", str(job_path)],
                               capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == 0, done.stderr
         outcomes.append(BuildOutcome.from_dict(json.loads(done.stdout)))

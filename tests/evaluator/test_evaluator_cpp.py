@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from evaluator_cases import DIAG_PROBLEM, job
 
-from evaluator.launch import build, evaluate
-from evaluator.schema import BuildOutcome, Result
+from cudal1_evaluator.launch import build, evaluate
+from cudal1_evaluator.schema import BuildOutcome, Result
 
 CPP_CANDIDATE = r'''
 import torch

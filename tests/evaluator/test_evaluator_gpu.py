@@ -11,8 +11,8 @@ import pytest
 import torch
 from evaluator_cases import job
 
-from evaluator.launch import evaluate
-from evaluator.timing import Clock
+from cudal1_evaluator.common.timing import Clock
+from cudal1_evaluator.launch import evaluate
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -210,7 +210,7 @@ def test_clock_counts_side_stream_work_and_agrees_with_do_bench() -> None:
 
 
 def test_the_profiler_pass_runs_in_its_own_warm_child(build_dir: Path) -> None:
-    from evaluator import warm
+    from cudal1_evaluator.parent import warm
 
     warm.discard_all()
     first = evaluate(gpu_job(cuda_candidate("0"), build_dir, strict_threshold=1e9))

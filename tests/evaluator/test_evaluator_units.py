@@ -8,14 +8,14 @@ from pathlib import Path
 
 import torch
 
-from evaluator import channel
-from evaluator.build import build_key, headline, trim_compile_log
-from evaluator.compare import compare_outputs, same_inputs
-from evaluator.report import RawTiming, Recheck, WorkerReport
-from evaluator.sandbox import scrub_env, signal_name
-from evaluator.schema import Flag, Job, Result, RewardSpec, TimingSummary, TrialReport
-from evaluator.stats import median_rel_ci, summarize
-from evaluator.verdict import reference_slowed
+from cudal1_evaluator.common.compare import compare_outputs, same_inputs
+from cudal1_evaluator.isolation.sandbox import scrub_env, signal_name
+from cudal1_evaluator.parent.build_cache import build_key, headline, trim_compile_log
+from cudal1_evaluator.parent.verdict import reference_slowed
+from cudal1_evaluator.schema import Flag, Job, Result, RewardSpec, TimingSummary, TrialReport
+from cudal1_evaluator.stats import median_rel_ci, summarize
+from cudal1_evaluator.wire import channel
+from cudal1_evaluator.wire.report import RawTiming, Recheck, WorkerReport
 
 
 def test_job_and_result_json_round_trip() -> None:
@@ -152,14 +152,14 @@ def test_the_launcher_and_the_eval_command_never_import_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, evaluator.launch, cudal1_tui.cli.commands.eval_cmd; "
+    code = ("import sys, cudal1_evaluator.launch, cudal1_tui.cli.commands.eval_cmd; "
             "sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
 
 
 def test_strict_fp32_baseline_turns_tf32_off() -> None:
-    from evaluator.harness import STRICT_FP32, strict_fp32
-    from evaluator.snapshots import restore_settings, snapshot_settings
+    from cudal1_evaluator.candidate_side.snapshots import restore_settings, snapshot_settings
+    from cudal1_evaluator.common.harness import STRICT_FP32, strict_fp32
 
     before = snapshot_settings()
     try:
@@ -175,7 +175,7 @@ def test_strict_fp32_baseline_turns_tf32_off() -> None:
 
 
 def test_input_pool_makes_no_more_sets_than_the_rounds_left() -> None:
-    from evaluator.timing import InputPool, Plan, rounds_left
+    from cudal1_evaluator.common.timing import InputPool, Plan, rounds_left
 
     made: list[int] = []
 
@@ -198,7 +198,7 @@ def test_input_pool_makes_no_more_sets_than_the_rounds_left() -> None:
 def test_inputs_within_a_device_context_land_on_that_device() -> None:
     from torch.utils._device import DeviceContext
 
-    from evaluator.harness import inputs_within
+    from cudal1_evaluator.common.harness import inputs_within
 
     context = DeviceContext(torch.device("meta"))
     for _ in range(2):  # one context, entered once per input set
@@ -208,8 +208,8 @@ def test_inputs_within_a_device_context_land_on_that_device() -> None:
 
 
 def test_pristine_cache_keeps_the_reference_alone_per_problem() -> None:
-    from evaluator import pristine_cache
-    from evaluator.timing_checks import Burst
+    from cudal1_evaluator.parent import pristine_cache
+    from cudal1_evaluator.parent.timing_checks import Burst
 
     job = Job(problem_source="p", candidate_source="c")
     info = {"device": {"name": "x"}, "versions": {"torch": "2"}}
@@ -229,7 +229,7 @@ def test_pristine_cache_keeps_the_reference_alone_per_problem() -> None:
 
 
 def test_build_outcome_and_job_cuda_arch_round_trip() -> None:
-    from evaluator.schema import BuildOutcome
+    from cudal1_evaluator.schema import BuildOutcome
 
     job = Job(problem_source="p", candidate_source="c", cuda_arch="9.0")
     assert Job.from_json(job.to_json()).cuda_arch == "9.0"

@@ -16,7 +16,7 @@ from evaluator_cases import (
     linear_candidate,
 )
 
-from evaluator.launch import evaluate
+from cudal1_evaluator.launch import evaluate
 
 HONEST_BODY = "        return torch.relu(self.fc(x))"
 
@@ -51,7 +51,7 @@ def test_honest_candidate_is_ok_with_speedup_near_one() -> None:
 
 
 def test_consecutive_candidates_share_one_pristine_measurement() -> None:
-    from evaluator import pristine_cache
+    from cudal1_evaluator.parent import pristine_cache
 
     pristine_cache.clear()
     first = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST))
@@ -203,8 +203,8 @@ def test_a_forged_verdict_on_every_fd_is_detected() -> None:
 
 
 def test_probe_runs_isolated_and_reports_a_crash_as_a_result() -> None:
-    from evaluator.launch import probe
-    from evaluator.schema import ProbeJob
+    from cudal1_evaluator.launch import probe
+    from cudal1_evaluator.schema import ProbeJob
 
     good = probe(ProbeJob(problem_source=LINEAR_PROBLEM, timing_budget_s=0.3))
     assert good.ok, good.message

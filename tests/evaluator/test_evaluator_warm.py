@@ -8,11 +8,11 @@ from typing import Any
 
 from evaluator_cases import LINEAR_HONEST, LINEAR_PROBLEM, job, linear_candidate
 
-from evaluator import warm
-from evaluator.launch import _profile_apart, evaluate, limits_for
-from evaluator.report import WorkerReport
-from evaluator.sandbox import Child, Limits, Outcome
-from evaluator.schema import Flag, Job
+from cudal1_evaluator.isolation.sandbox import Child, Limits, Outcome
+from cudal1_evaluator.launch import _profile_apart, evaluate, limits_for
+from cudal1_evaluator.parent import warm
+from cudal1_evaluator.schema import Flag, Job
+from cudal1_evaluator.wire.report import WorkerReport
 
 
 def test_an_evaluation_leaves_one_warm_worker_and_the_next_uses_it() -> None:

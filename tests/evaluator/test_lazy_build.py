@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from evaluator_cases import DIAG_PROBLEM, job
 
-from evaluator import lazy_builds
-from evaluator.launch import build, evaluate
+from cudal1_evaluator.candidate_side import lazy_builds
+from cudal1_evaluator.launch import build, evaluate
 
 KERNEL = '''
 SOURCE = """

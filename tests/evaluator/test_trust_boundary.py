@@ -8,14 +8,14 @@ import pytest
 import torch
 from evaluator_cases import LINEAR_PROBLEM
 
-from evaluator import verdict
-from evaluator.compare import compare_outputs
-from evaluator.conduct import Evidence
-from evaluator.launch import evaluate
-from evaluator.sandbox import Outcome
-from evaluator.schema import Job, TrialReport
-from evaluator.tensor_exchange import export, open_shared
-from evaluator.timing_checks import Burst, calibrate, candidate_means, cross_check
+from cudal1_evaluator.common.compare import compare_outputs
+from cudal1_evaluator.isolation.sandbox import Outcome
+from cudal1_evaluator.launch import evaluate
+from cudal1_evaluator.parent import verdict
+from cudal1_evaluator.parent.conduct import Evidence
+from cudal1_evaluator.parent.timing_checks import Burst, calibrate, candidate_means, cross_check
+from cudal1_evaluator.schema import Job, TrialReport
+from cudal1_evaluator.wire.tensor_exchange import export, open_shared
 
 EXPLOITS = Path(__file__).resolve().parents[1] / "exploits"
 FAST = {"correctness_trials": 2, "timing_budget_s": 0.3, "warmup": 1, "min_samples": 4,
@@ -117,7 +117,7 @@ def test_cuda_ipc_round_trip_across_processes(tmp_path: Path) -> None:
     value = torch.arange(12, dtype=torch.float32, device="cuda").view(3, 4)
     mine, desc = export(value, tmp_path, torch.device("cuda"))
     torch.cuda.synchronize()
-    code = ("import json,sys,torch\nfrom evaluator.tensor_exchange import open_shared\n"
+    code = ("import json,sys,torch\nfrom cudal1_evaluator.wire.tensor_exchange import open_shared\n"
             "t=open_shared(json.loads(sys.argv[1]),torch.device('cuda'))\n"
             "print(float(t.sum())); t.mul_(2); torch.cuda.synchronize()")
     root = Path(__file__).resolve().parents[2]

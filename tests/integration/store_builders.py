@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cudal1_evaluator.reward import score
+from cudal1_evaluator.schema import Flag, Result, TimingSummary, TrialReport
 from cudal1_tui.config import Settings
 from cudal1_tui.store import Session, SessionMeta, new_record_id
 from cudal1_tui.store.records import (
@@ -13,8 +15,6 @@ from cudal1_tui.store.records import (
     ParsedSections,
     SamplingSettings,
 )
-from evaluator.reward import score
-from evaluator.schema import Flag, Result, TimingSummary, TrialReport
 
 REFERENCE = '''import torch
 import torch.nn as nn

@@ -20,6 +20,7 @@ import pytest
 from engine_events import Events
 from procs import descendants
 
+from cudal1_evaluator.reward import score
 from cudal1_tui.config import Settings
 from cudal1_tui.engine.engine import Engine
 from cudal1_tui.engine.events import (
@@ -32,7 +33,6 @@ from cudal1_tui.engine.events import (
 )
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 from cudal1_tui.store.session import Session
-from evaluator.reward import score
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = ROOT / "examples" / "diag_matmul.py"

@@ -11,8 +11,9 @@ import threading
 import time
 from pathlib import Path
 
-from evaluator import diskcap, lifetime, sandbox, verdict
-from evaluator.schema import Job
+from cudal1_evaluator.isolation import lifetime, sandbox
+from cudal1_evaluator.parent import diskcap, verdict
+from cudal1_evaluator.schema import Job
 
 ROOT = Path(__file__).resolve().parents[2]
 

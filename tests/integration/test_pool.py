@@ -20,6 +20,7 @@ import pytest
 from engine_events import Events
 from procs import descendants
 
+from cudal1_evaluator.reward import score
 from cudal1_tui.config import Settings
 from cudal1_tui.engine.engine import Engine
 from cudal1_tui.engine.evaluation import needs_build
@@ -27,7 +28,6 @@ from cudal1_tui.engine.events import CandidateFinished, StageChanged
 from cudal1_tui.engine.pool import EvalPool, device_lock
 from cudal1_tui.engine.stages import BUILD_STARTED
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
-from evaluator.reward import score
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = ROOT / "examples" / "diag_matmul.py"

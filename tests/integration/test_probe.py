@@ -1,4 +1,5 @@
-"""The probe: executing a problem once, in process (evaluator.probe) and isolated (the client)."""
+"""The probe: executing a problem once, in process (``trusted.problem_probe``) and isolated
+(the client)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from cudal1_evaluator.schema import ProbeJob, ProbeResult
+from cudal1_evaluator.trusted.problem_probe import DEGENERATE_REL, run_probe
 from cudal1_tui.problem.probe import probe_problem
-from evaluator.probe import DEGENERATE_REL, run_probe
-from evaluator.schema import ProbeJob, ProbeResult
 
+PROBE_MODULE = "cudal1_evaluator.trusted.problem_probe"
 RUNTIME = Path(__file__).resolve().parents[1] / "data" / "broken_problems" / "runtime"
 
 GOOD = '''\
@@ -130,11 +132,11 @@ def test_unavailable_device() -> None:
 def test_module_main_writes_json(tmp_path: Path) -> None:
     job_path, out_path = tmp_path / "job.json", tmp_path / "result.json"
     job_path.write_text(_job(GOOD).to_json())
-    done = subprocess.run([sys.executable, "-m", "evaluator.probe", str(job_path)],
+    done = subprocess.run([sys.executable, "-m", PROBE_MODULE, str(job_path)],
                           capture_output=True, text=True, check=True)
     assert ProbeResult.from_json(done.stdout).ok
     assert "problem files may print" in done.stderr
-    subprocess.run([sys.executable, "-m", "evaluator.probe", str(job_path), str(out_path)],
+    subprocess.run([sys.executable, "-m", PROBE_MODULE, str(job_path), str(out_path)],
                    check=True, capture_output=True)
     assert ProbeResult.from_json(out_path.read_text()).outputs[1].shape == [16]
 

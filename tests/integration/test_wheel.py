@@ -45,10 +45,10 @@ def run_installed(env_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedP
 
 def test_wheel_carries_the_prompts_and_evaluator(installed: Path, tmp_path: Path) -> None:
     code = (
-        "import cudal1_tui, evaluator, pathlib;"
+        "import cudal1_tui, cudal1_evaluator, pathlib;"
         "p = pathlib.Path(cudal1_tui.__file__).parent / '_prompts';"
         "print(cudal1_tui.__file__); print(sorted(x.name for x in p.iterdir()));"
-        "print(evaluator.__file__)"
+        "print(cudal1_evaluator.__file__)"
     )
     out = subprocess.run([str(installed / "bin" / "python"), "-c", code], cwd=tmp_path,
                          capture_output=True, text=True, check=True).stdout.splitlines()

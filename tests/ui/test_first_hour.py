@@ -16,6 +16,7 @@ from textual.command import CommandPalette
 from textual.widgets import Footer, Static
 from ui_helpers import SIZE, plain, wait_until
 
+from cudal1_evaluator.schema import Result, TimingSummary
 from cudal1_tui.config import Settings
 from cudal1_tui.engine import events as ev
 from cudal1_tui.store.records import CandidateRecord
@@ -25,7 +26,6 @@ from cudal1_tui.ui.screens.confirm import ConfirmScreen
 from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.header import HeaderBar
 from cudal1_tui.ui.widgets.variants import VariantTable
-from evaluator.schema import Result, TimingSummary
 
 
 def _app(**settings: object) -> CudaL1App:

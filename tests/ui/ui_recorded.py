@@ -6,9 +6,9 @@ never depends on how fast this machine happened to be.
 
 from __future__ import annotations
 
+from cudal1_evaluator.schema import Flag, Result, TimingSummary, TrialReport
 from cudal1_tui.engine import events as ev
 from cudal1_tui.store.records import CandidateRecord, ParsedSections
-from evaluator.schema import Flag, Result, TimingSummary, TrialReport
 
 REFERENCE = '''import torch
 import torch.nn as nn

@@ -180,7 +180,7 @@ def test_invalid_problem_gets_no_candidates() -> None:
 
 RUN_CPU_CANDIDATES = """
 import json, sys, torch
-from evaluator.integrity import check_candidate_namespace
+from cudal1_evaluator.candidate_side.integrity import check_candidate_namespace
 problems = json.loads(sys.stdin.read())
 out = []
 for item in problems:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from cudal1_evaluator.reward import FORMULAS
 from cudal1_tui.cli.main import main
 from cudal1_tui.config import load_settings
 from cudal1_tui.config.saving import save_settings
 from cudal1_tui.errors import ConfigError
-from evaluator.reward import FORMULAS
 
 
 @pytest.mark.parametrize(("line", "problem"), [

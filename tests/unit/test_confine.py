@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import landlock, startup_check
+from cudal1_evaluator.isolation import landlock, startup_check
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import json, os, socket, sys
-from evaluator import confine
+from cudal1_evaluator.isolation import confine
 writable, layers = sys.argv[1], sys.argv[2]
 state = confine.apply([writable], private=[], layers=layers)
 out = {"summary": state.summary(), "layers": state.layers, "uid": os.getuid()}
@@ -110,7 +110,7 @@ def test_startup_record_names_what_changed(tmp_path: Path) -> None:
 
 NARROW = """
 import json, os, sys
-from evaluator import confine
+from cudal1_evaluator.isolation import confine
 cache, other = sys.argv[1], sys.argv[2]
 confine.apply([cache, other], private=[])
 own = os.path.join(cache, "own")
@@ -144,7 +144,7 @@ def test_narrowing_keeps_unrelated_dirs_and_drops_the_cache_root(tmp_path: Path)
 
 SPAWN = """
 import sys
-from evaluator.startup_check import child_start
+from cudal1_evaluator.isolation.startup_check import child_start
 child_start("/nonexistent/job.json")  # no config: only site, as a child started by hand
 import multiprocessing as mp
 def probe(q):

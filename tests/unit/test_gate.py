@@ -212,7 +212,7 @@ REJECTED = {
     "cache_shape_key": ("_c = {}\ndef f(x):\n    k = tuple(x.shape)\n    return _c[k]\n",
                         "result_cache"),
     "rng_state": ("s = torch.initial_seed()\n", "rng_state"),
-    "harness": ("import evaluator.compare as c\n", "harness_access"),
+    "harness": ("import cudal1_evaluator.common.compare as c\n", "harness_access"),
     "reference_module": ("from cudal1_reference_problem import get_inputs\n", "harness_access"),
     "default_dtype": ("torch.set_default_dtype(torch.float16)\n", "global_defaults"),
 }

@@ -2,7 +2,7 @@
 
 Own get_inputs copies are ignored (info), writes into a temp dir of the candidate's own are
 fine (warning), and a try/except fallback to the reference is a warning statically; the
-profile rejects it when it is taken (``evaluator.profiling.fallback_flag``).
+profile rejects it when it is taken (``cudal1_evaluator.candidate_side.profiling.fallback_flag``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
+from cudal1_evaluator.candidate_side.profiling import fallback_flag
 from cudal1_tui.analysis.gate import Finding, check_candidate, rejected
-from evaluator.profiling import fallback_flag
 
 PROBLEM = textwrap.dedent('''
     import torch

@@ -68,7 +68,7 @@ def cpp(body: str, extra: str = "") -> list[Finding]:
     ('torch.set_autocast_enabled("cpu", True)\n', "autocast"),
     ('torch.autocast("cpu").__enter__()\n', "autocast"),
     ("ctx = torch.autocast('cuda')\nctx.__enter__()\n", "autocast"),
-    ('import os\nm = os.sys.modules["evaluator.compare"]\n', "introspection"),
+    ('import os\nm = os.sys.modules["cudal1_evaluator.common.compare"]\n', "introspection"),
     ("import os\nf = os.sys._getframe(0)\n", "introspection"),
     ("import builtins\nopen_ = builtins.open\n", "introspection"),
     ('import os\nname = "sys"\nmod = getattr(os, name)\n', "introspection"),

@@ -20,9 +20,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from evaluator import compare, integrity, snapshots
-from evaluator.guard import Guard
-from evaluator.schema import Flag
+from cudal1_evaluator.candidate_side import integrity, snapshots
+from cudal1_evaluator.candidate_side.guard import Guard
+from cudal1_evaluator.common import compare
+from cudal1_evaluator.schema import Flag
 
 TORCH_FILE = torch.__file__
 

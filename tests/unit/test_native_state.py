@@ -1,4 +1,4 @@
-"""Snapshots of state that Python identities do not show (``evaluator.native_state``), each change
+"""Snapshots of state Python identities do not show (``candidate_side.native_state``), each change
 made and undone inside the test process."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from evaluator import integrity, native_state
+from cudal1_evaluator.candidate_side import integrity, native_state
 
 
 def changed(change: Callable[[], Callable[[], None]]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Blame by origin (``evaluator.origin`` through the guard): candidate code is its module, code
+"""Blame by origin (``candidate_side.origin`` through the guard): candidate code is its module, code
 it compiled and files under its dirs; a library is never the candidate because of where it is
 installed, and a library that only relays a forbidden call for candidate code is no cover."""
 
@@ -15,9 +15,9 @@ from types import ModuleType
 
 import pytest
 
-from evaluator import integrity
-from evaluator.guard import Guard
-from evaluator.schema import Flag
+from cudal1_evaluator.candidate_side import integrity
+from cudal1_evaluator.candidate_side.guard import Guard
+from cudal1_evaluator.schema import Flag
 
 
 def codes(flags: list[Flag]) -> set[str]:

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from evaluator.reward import FORMULAS, score
+from cudal1_evaluator.reward import FORMULAS, score
 
 
 def test_not_ok_is_zero_for_every_formula() -> None:
@@ -46,7 +46,7 @@ def test_a_speedup_inside_the_noise_band_earns_nothing() -> None:
 
 
 def test_noise_band_from_samples() -> None:
-    from evaluator.reward import noise_band
+    from cudal1_evaluator.reward import noise_band
 
     steady = [1.0] * 20
     assert noise_band(steady, steady) == 0.0

@@ -7,7 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from evaluator import integrity, snapshots
+from cudal1_evaluator.candidate_side import integrity, snapshots
 
 
 def test_modules_under_tmp_are_not_the_problem(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cudal1_evaluator.schema import Result, TimingSummary
 from cudal1_tui.uncertainty import (
     interval_text,
     machine_busy,
@@ -12,7 +13,6 @@ from cudal1_tui.uncertainty import (
     precision_text,
     speedup_interval,
 )
-from evaluator.schema import Result, TimingSummary
 
 
 def _result(ref: tuple[float, float, float], cand: tuple[float, float, float],

@@ -14,9 +14,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from cudal1_evaluator.launch import evaluate
+from cudal1_evaluator.schema import Flag, Job, Result
 from cudal1_tui.uncertainty import interval_text, machine_busy, noise_warning, precision_text
-from evaluator.launch import evaluate
-from evaluator.schema import Flag, Job, Result
 
 NAME = "eval"
 NOT_OK = 1

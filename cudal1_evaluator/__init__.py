@@ -1,0 +1,36 @@
+"""The runtime side of cudal1-tui: compile, verify and time candidates honestly.
+
+Importing this package never imports torch: the schema and the process launcher
+are torch-free so the UI process can use them. Torch is imported only inside the
+evaluator's own subprocesses (``python -m cudal1_evaluator``).
+"""
+
+from cudal1_evaluator.schema import (
+    JOB_VERSION,
+    RESULT_VERSION,
+    BuildOutcome,
+    Flag,
+    Job,
+    ProbeJob,
+    ProbeResult,
+    Result,
+    RewardSpec,
+    TensorSpec,
+    TimingSummary,
+    TrialReport,
+)
+
+__all__ = [
+    "JOB_VERSION",
+    "RESULT_VERSION",
+    "BuildOutcome",
+    "Flag",
+    "Job",
+    "ProbeJob",
+    "ProbeResult",
+    "Result",
+    "RewardSpec",
+    "TensorSpec",
+    "TimingSummary",
+    "TrialReport",
+]

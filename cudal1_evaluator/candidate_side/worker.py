@@ -1,0 +1,353 @@
+"""The worker child: build, verify and time one candidate, then report raw data.
+
+Phases: setup (device, clock, pristine problem and reference model, all before
+the candidate is imported) -> build (import the candidate, compile, construct
+ModelNew with equal weights) -> lock down -> correctness -> timing -> profile.
+A "profile" child runs setup, build and lock down, then the profile alone.
+Any failure ends the run with a report; the parent decides the verdict.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from cudal1_evaluator.candidate_side import checks, integrity
+from cudal1_evaluator.candidate_side.build_child import build_dir_of
+from cudal1_evaluator.common.compare import as_tensors, describe_tolerance
+from cudal1_evaluator.common.harness import Harness, SetupError, load_source
+from cudal1_evaluator.common.timing import burst
+from cudal1_evaluator.schema import Flag, Job
+from cudal1_evaluator.trusted import envinfo
+from cudal1_evaluator.wire.channel import WorkerChannel
+from cudal1_evaluator.wire.report import WorkerReport
+from cudal1_evaluator.wire.talk import Peer, serve
+
+BLOCKED = "blocked by the evaluator"
+
+
+class _Stop(Exception):
+    """A phase ended the run; the report already says why."""
+
+
+class Worker:
+    def __init__(self, job: Job, channel: WorkerChannel, report: WorkerReport) -> None:
+        self.job, self.ch, self.rep = job, channel, report
+        self.build_path = ""
+        self.guard: integrity.Guard | None = None
+        self.init_seed: int | None = None  # from the parent: the referee builds Model with it
+        self.timing_checked = False
+        self.mapped: dict[str, tuple[list[Any], list[Any]]] = {}
+
+    def phase(self, name: str, step: Callable[[], None]) -> None:
+        """Run one phase, recording its wall time (also when it stops the run)."""
+        self.rep.phase = name
+        started = time.monotonic()
+        try:
+            step()
+        finally:
+            self.rep.phases[name] = round(time.monotonic() - started, 4)
+
+    # -- setup -------------------------------------------------------------------------
+    def setup(self) -> None:
+        try:
+            self.h = Harness(self.job, init_seed=self.init_seed)
+            self.rep.device = envinfo.device_info(self.h.device)
+            self.rep.versions = envinfo.versions()
+            self.reference = self.h.reference_model()
+        except SetupError as exc:
+            self.rep.fail("setup", str(exc))
+            raise _Stop from None
+        self.rep.tolerance = {**describe_tolerance(self.job.tolerance),
+                              "baseline_settings": self.h.baseline_settings}
+        # every check used after the candidate import, bound before it
+        self.fn = checks.capture()
+        self._copy, self._burst, self._memmove = torch.Tensor.copy_, burst, ctypes.memmove
+        self.bdir = build_dir_of(self.job, self.h.device)
+        self.build_path = str(self.bdir.path)
+        # writes only to this candidate's own build dir: never into another's cached build
+        self.guard = integrity.install_guards([self.build_path, str(self.h.workdir)])
+        # bound methods: patching the Guard class later does not reach these
+        self._guard_lock, self._guard_findings = self.guard.lock_down, self.guard.findings
+        self.globals0 = self.fn.snapshot_globals()
+        self.settings0 = self.fn.snapshot_settings()
+
+    # -- build -------------------------------------------------------------------------
+    def build(self) -> None:
+        self.ch.progress("build", 0, 1, "importing and compiling the candidate")
+        bdir = self.bdir
+        started = time.monotonic()
+        try:
+            self.cand_module = load_source("cudal1_candidate", self.job.candidate_source,
+                                           self.h.workdir)
+        except BaseException as exc:
+            self._compile_failed(exc)
+        cls = getattr(self.cand_module, "ModelNew", None)
+        if not isinstance(cls, type):
+            self.rep.fail("compile", "the candidate defines no class ModelNew")
+            raise _Stop
+        try:
+            self.candidate = self.h.construct(cls)
+            self.fn.load_matching_state(self.reference, self.candidate)
+            self.candidate = self.candidate.to(self.h.device)
+        except BaseException as exc:
+            if self.fn.looks_like_build_error(str(exc)):
+                self._compile_failed(exc)
+            if _blocked(exc):
+                raise
+            self.rep.fail("runtime", f"ModelNew(...) failed: {self.fn.describe_exception(exc)}")
+            raise _Stop from None
+        self.rep.compile_time_s = round(time.monotonic() - started, 3)
+        self.rep.build_cached = bdir.cached
+        bdir.mark_complete()
+        self.ch.progress("build", 1, 1, f"built in {self.rep.compile_time_s:.1f} s")
+
+    def _compile_failed(self, exc: BaseException) -> None:
+        if _blocked(exc):
+            raise exc
+        message = self.fn.describe_exception(exc, limit=200_000)
+        if self.build_path:
+            message = message.replace(self.build_path, "<build>")
+        self.rep.compile_log = log = self.fn.trim_compile_log(message)
+        self.rep.fail("compile", self.fn.headline(log) or type(exc).__name__)
+        raise _Stop from None
+
+    def lock_down(self) -> None:
+        fn = self.fn
+        self.rep.flags += fn.diff_globals(self.globals0, fn.snapshot_globals())
+        self.rep.flags += fn.check_namespace(vars(self.h.problem), vars(self.cand_module))
+        self.rep.flags += self.guard_findings()
+        self.settings_cand = fn.snapshot_settings()
+        self.rep.settings_changed = fn.diff_settings(self.settings0, self.settings_cand)
+        fn.restore_settings(self.settings0)
+        self._guard_lock()
+        restore, s0, sc = fn.restore_settings, self.settings0, self.settings_cand
+        # the reference always runs under the original settings, the candidate under its own
+        self.prepare = {"reference": lambda: restore(s0), "candidate": lambda: restore(sc)}
+        self.calls = {"reference": self.h.caller(self.reference),
+                      "candidate": self.h.caller(self.candidate)}
+
+    def guard_findings(self) -> list[Flag]:
+        return self._guard_findings() if self.guard is not None else []
+
+    def cand_call(self, args: list[Any]) -> Any:
+        self.prepare["candidate"]()
+        return self.calls["candidate"](args)
+
+    # -- serving the parent: trials and bursts on inputs the referee made -----------------
+    def serve_parent(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The ``init`` request: setup, build and lock-down, then the settings the candidate
+        changed (precision parity). Later requests are ``trial`` and ``burst``."""
+        self.init_seed = int(msg["init_seed"])
+        self.out_spec = msg.get("outputs") or []
+        self.single = bool(msg.get("single", True))
+        self.phase("setup", self.setup)
+        self.phase("build", self.build)
+        self.phase("lock_down", self.lock_down)
+        self.like = self._expected_like()
+        return {"settings_changed": self.rep.settings_changed}
+
+    def _expected_like(self) -> Any:
+        """Stand-ins with the reference output's shape, dtype and device, for check_outputs."""
+        import torch
+
+        from cudal1_evaluator.wire.tensor_exchange import dtype_of
+
+        made = [torch.empty((), dtype=dtype_of(o["dtype"]), device=self.h.device)
+                .expand([int(n) for n in o["shape"]]) for o in self.out_spec]
+        return made[0] if self.single and len(made) == 1 else tuple(made)
+
+    def _open(self, slot: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+        from cudal1_evaluator.wire.tensor_exchange import open_shared
+
+        dev = self.h.device
+        return ([open_shared(d, dev) for d in slot["inputs"]],
+                [open_shared(d, dev) for d in slot["outputs"]])
+
+    def _deliver(self, out: Any, buffers: list[Any], held: list[Any]) -> dict[str, Any]:
+        """Describe the output, check it, copy it into the referee's buffers (untimed)."""
+        self.rep.add_flags(self.fn.check_outputs(out, self.like))
+        items = list(out) if isinstance(out, tuple | list) else [out]
+        meta: dict[str, Any] = {"count": len(items), "items": [_describe_output(t)
+                                                               for t in items]}
+        earlier = {p for h in held for p in _storage_ptrs(h)}
+        meta["reused"] = bool(earlier & set(_storage_ptrs(out)))
+        held.append(out)  # alive to the end of the burst: a reused address is the candidate's
+        if len(items) == len(buffers):
+            for buf, t in zip(buffers, items, strict=True):
+                if _copyable(t, buf):
+                    self._into(buf, t)
+        return meta
+
+    def _into(self, buf: torch.Tensor, t: torch.Tensor) -> None:
+        """Host memory: a plain memmove, no dispatcher op a candidate could override to do
+        its work in the untimed copy; device memory: ``copy_`` (the wall clock watches it)."""
+        if t.device.type == "cpu" and t.is_contiguous() and buf.is_contiguous():
+            self._memmove(buf.data_ptr(), t.data_ptr(), t.numel() * t.element_size())
+        else:
+            self._copy(buf, t)
+
+    def trial(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Two calls on two copies of one fresh set, memory poisoned before each."""
+        fn, dev, sync = self.fn, self.h.device, self.h.clock.sync
+        opened = [self._open(s) for s in msg["slots"]]
+        held: list[Any] = []
+        metas = []
+        with self.h.no_grad():
+            for inputs, buffers in opened:
+                fn.poison(dev, self.like)
+                out = self.cand_call(inputs)
+                sync()
+                metas.append(self._deliver(out, buffers, held))
+                del out
+            sync()
+        after = fn.diff_settings(self.settings0, fn.snapshot_settings())
+        self.rep.settings_changed.update(after)
+        return {"outputs": metas, "settings_changed": self.rep.settings_changed}
+
+    def map_slots(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Open the next burst's shared tensors ahead, outside the burst the parent times."""
+        self.mapped = {str(name): self._open(desc) for name, desc in msg["slots"].items()}
+        return {}
+
+    def burst(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if not self.timing_checked:  # the globals and the guard once more before timing
+            self.timing_checked = True
+            self.rep.add_flags(self.fn.diff_globals(self.globals0, self.fn.snapshot_globals()))
+            self.rep.add_flags(self.guard_findings())
+        opened = [self.mapped.pop(str(n)) for n in msg["names"]]
+        held: list[Any] = []
+        metas: list[dict[str, Any]] = []
+
+        def deliver(i: int, out: Any) -> None:
+            metas.append(self._deliver(out, opened[i][1], held))
+
+        self.prepare["candidate"]()
+        with self.h.no_grad():
+            times = self._burst(self.h.clock, self.calls["candidate"],
+                                  [o[0] for o in opened], deliver)
+        return {"times_ms": times, "late": self.h.clock.late_count, "outputs": metas}
+
+    # -- profile -----------------------------------------------------------------------
+    def profile(self) -> None:
+        if not (self.h.clock.is_cuda and self.job.profile):
+            return
+        self.ch.progress("profile", 0, 1, "")
+        inputs = self.h.make_inputs()
+        sync = self.h.clock.sync
+        self.prepare["reference"]()
+        ref = self.fn.kernels_of(self.calls["reference"], inputs, sync)
+        self.prepare["candidate"]()
+        cand = self.fn.kernels_of(self.calls["candidate"], inputs, sync)
+        self.rep.profile, flags = self.fn.profile_summary(ref, cand, self.job.candidate_source)
+        self.rep.flags += flags
+
+    # -- wrap-up (every path) ------------------------------------------------------------
+    def failed(self, exc: BaseException) -> None:
+        """The candidate raised: a refusal by the guard is a verdict, anything else a crash."""
+        if _blocked(exc):
+            reasons = [f"{f.code}: {f.reason}" for f in self.guard_findings()
+                       if f.severity == "reject"]
+            self.rep.fail("blocked", "; ".join(dict.fromkeys(reasons)) or _describe(exc))
+        else:
+            self.rep.fail("runtime", _describe(exc))
+
+    def wrap_up(self) -> None:
+        """Settings back, and the guard's findings into the report, whatever happened."""
+        if self.guard is None:
+            return
+        try:
+            self.fn.restore_settings(self.settings0)
+            self.rep.flags += self._guard_findings()
+        except BaseException as exc:
+            self.rep.fail("runtime", _describe(exc))
+
+
+CUDA_GRAPH_OVERWRITTEN = "CUDAGraphs that has been overwritten"
+CUDA_GRAPH_MESSAGE = ("the candidate returns the same CUDA-graph output buffer on every call; the "
+                      "next replay overwrites the previous result: clone the output")
+
+
+def _describe(exc: BaseException) -> str:
+    from cudal1_evaluator.common.harness import (
+        describe_exception,  # bound copy unavailable before setup
+    )
+
+    text = describe_exception(exc)
+    return f"{CUDA_GRAPH_MESSAGE}\n({text})" if CUDA_GRAPH_OVERWRITTEN in text else text
+
+
+def _describe_output(t: Any) -> dict[str, Any]:
+    if not isinstance(t, torch.Tensor):
+        return {"type": type(t).__qualname__}
+    return {"type": "Tensor" if type(t) is torch.Tensor else type(t).__qualname__,
+            "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."),
+            "device": str(t.device), "strides": list(t.stride()) if t.layout == torch.strided
+            else []}
+
+
+def _storage_ptrs(out: Any) -> list[int]:
+    ptrs = []
+    for t in as_tensors(out) or []:
+        try:
+            if t.numel():
+                ptrs.append(int(t.untyped_storage().data_ptr()))
+        except (RuntimeError, NotImplementedError):
+            continue
+    return ptrs
+
+
+def _copyable(t: Any, buf: torch.Tensor) -> bool:
+    return (type(t) is torch.Tensor and t.layout == torch.strided and not t.is_meta
+            and t.shape == buf.shape and t.dtype == buf.dtype)
+
+
+def _blocked(exc: BaseException | None) -> bool:
+    """The guard's PermissionError, raised here or anywhere in the exception's chain."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, PermissionError) and BLOCKED in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def run(job: Job, channel: WorkerChannel, *, peer: Peer | None = None,
+        profile_only: bool = False) -> WorkerReport:
+    """Serve the parent's requests (init, trials, bursts) until it says finish; then, on CUDA,
+    the profile. Without ``peer`` (a profile child) only setup, build and the profile."""
+    report = WorkerReport()
+    started = time.monotonic()
+    worker = Worker(job, channel, report)
+
+    def on_error(exc: BaseException) -> str:
+        if not isinstance(exc, _Stop):
+            worker.failed(exc)
+        return report.error or type(exc).__name__
+
+    try:
+        if peer is None or profile_only:
+            worker.phase("setup", worker.setup)
+            worker.phase("build", worker.build)
+            worker.phase("lock_down", worker.lock_down)
+        else:
+            handlers = {"init": worker.serve_parent, "trial": worker.trial, "burst": worker.burst,
+                        "map": worker.map_slots}
+            serve(peer, handlers, on_error)
+        if not report.error_kind and worker.guard is not None:
+            with worker.h.no_grad():
+                worker.phase("profile", worker.profile)
+            report.phase = "done"
+    except _Stop:
+        pass
+    except BaseException as exc:  # anything the candidate throws ends as a report
+        worker.failed(exc)
+    worker.wrap_up()
+    report.add_flags([])  # one of each finding
+    report.busy_s = round(time.monotonic() - started, 3)
+    return report

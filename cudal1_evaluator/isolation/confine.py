@@ -1,0 +1,225 @@
+"""The OS sandbox a child applies to itself first thing (stdlib only: before torch is imported).
+
+Layers, each degrading with a stated reason:
+- file system: read-only except the writable dirs the parent names (the child's private dir,
+  the build cache, ...) and ``/dev``: landlock where the kernel has it (ctypes syscalls), else
+  a private mount namespace with everything remounted read-only, else none (``bwrap`` wraps the
+  child from the parent's side when neither works: see ``cudal1_evaluator.isolation.sandbox``);
+- network: a fresh network namespace (no interfaces but a down loopback), entered directly as
+  root or inside a new user namespace otherwise; landlock (ABI 4+) also refuses TCP bind and
+  connect, and (ABI 6+) signals to processes outside the sandbox;
+- a separate uid (``nobody``) when the child runs as root and the interpreter's files are
+  readable by it; its private dirs are handed to that uid first.
+
+Landlock's restriction is per thread and inherited: it is applied while the child is still
+single-threaded. ``narrow_writes`` stacks a second, narrower layer later (the worker's own
+build dir only), which binds the calling thread and the threads it starts afterwards.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import stat
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cudal1_evaluator.isolation import landlock, mountns
+
+SANDBOX_UID = 65534  # nobody
+
+
+@dataclass
+class Confinement:
+    """Which layers hold in this process, and why the others do not."""
+
+    layers: dict[str, str] = field(default_factory=dict)  # layer -> what is active
+    missing: dict[str, str] = field(default_factory=dict)  # layer -> why it is not
+    private: tuple[str, ...] = ()
+    writable: tuple[str, ...] = ()  # the first layer's dirs
+    landlocked: bool = False
+
+    def summary(self) -> str:
+        on = "; ".join(f"{k}: {v}" for k, v in self.layers.items()) or "no OS sandbox layer"
+        off = "; ".join(f"no {k} ({v})" for k, v in self.missing.items())
+        return f"{on}; {off}" if off else on
+
+
+_STATE: Confinement | None = None
+
+
+def current() -> Confinement | None:
+    """The confinement applied in this process, if any (None outside an evaluator child)."""
+    return _STATE
+
+
+def private_dirs() -> tuple[str, ...]:
+    """The child's private dirs (home, temp): candidate territory. Empty outside a child."""
+    return _STATE.private if _STATE is not None else ()
+
+
+def apply(writable: list[str], *, private: list[str], layers: str = "auto") -> Confinement:
+    """Confine this process (call it once, single-threaded, before importing anything big).
+
+    ``layers``: ``auto``; ``uid`` (``auto`` plus a separate uid when root); ``mountns`` (skip
+    landlock, for tests of the fallback); ``bwrap``
+    (the parent wrapped the child already); ``off``."""
+    global _STATE
+    state = Confinement(private=tuple(os.path.realpath(p) for p in private),
+                        writable=tuple(os.path.realpath(p) for p in writable))
+    if layers == "off":
+        state.missing["sandbox"] = "turned off by the parent"
+        _STATE = state
+        return state
+    for path in writable:
+        with _suppress():
+            Path(path).mkdir(parents=True, exist_ok=True)
+    if layers == "bwrap":  # the parent wrapped this child: files and network are done
+        state.layers["files"] = "bubblewrap: read-only root, writable dirs bound"
+        state.layers["network"] = "bubblewrap --unshare-net"
+    else:
+        _network(state)
+    if layers == "uid":
+        _separate_uid(state, [*private, *writable])
+    else:
+        state.missing["separate uid"] = (
+            "off unless CUDAL1_SANDBOX=uid: as root on a GPU host, children as uid "
+            f"{SANDBOX_UID} could not write a build cache the app had made")
+    if layers != "bwrap":
+        _filesystem(state, writable, use_landlock=layers != "mountns")
+    _STATE = state
+    return state
+
+
+class _suppress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> bool:
+        return isinstance(exc, OSError)
+
+
+def _device_dirs() -> list[str]:
+    """Where a child must be able to write to use a GPU: device nodes, and on an NVIDIA host
+    ``/proc`` (the driver writes there while CUDA initialises: without it CUDA fails with
+    error 304, measured on an H100 under landlock)."""
+    return ["/dev", "/proc"] if os.path.exists("/dev/nvidiactl") else ["/dev"]
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _unshare(flags: int) -> str:
+    """"" or why ``unshare(flags)`` failed."""
+    if _libc().unshare(flags) == 0:
+        return ""
+    return os.strerror(ctypes.get_errno())
+
+
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
+
+
+def _network(state: Confinement) -> None:
+    if os.geteuid() == 0:
+        why = _unshare(CLONE_NEWNET)
+        if not why:
+            state.layers["network"] = "own network namespace"
+            return
+    uid, gid = os.geteuid(), os.getegid()
+    why = _unshare(CLONE_NEWUSER | CLONE_NEWNET)
+    if why:
+        state.missing["network namespace"] = f"unshare: {why}"
+        return
+    try:
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    except OSError as exc:
+        state.missing["user mapping"] = str(exc)
+    state.layers["network"] = "own network namespace (in a user namespace)"
+
+
+def _readable_by_others(path: str) -> str:
+    """"" when every directory up to ``path`` is searchable by others, else the first that
+    is not."""
+    current = Path(os.path.realpath(path))
+    for part in [current, *current.parents]:
+        try:
+            mode = part.stat().st_mode
+        except OSError:
+            return str(part)
+        if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
+            return str(part)
+    return ""
+
+
+def _separate_uid(state: Confinement, owned: list[str]) -> None:
+    """Drop to ``nobody`` after handing it the dirs it must write (all evaluator-made)."""
+    if os.geteuid() != 0:
+        state.layers["uid"] = f"runs as uid {os.geteuid()} (not root)"
+        return
+    import cudal1_evaluator
+
+    needed = [sys.executable, sys.prefix, os.path.dirname(cudal1_evaluator.__file__ or ".")]
+    closed = next(filter(None, map(_readable_by_others, needed)), "")
+    if closed:
+        state.missing["separate uid"] = (f"{closed} is not readable by uid {SANDBOX_UID}: "
+                                         "the child stays root")
+        return
+    try:
+        for top in owned:
+            _hand_over(Path(top))
+        os.setgroups([])
+        os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+        os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+    except OSError as exc:
+        state.missing["separate uid"] = f"cannot switch to uid {SANDBOX_UID}: {exc}"
+        return
+    state.layers["uid"] = f"uid {SANDBOX_UID} (nobody)"
+
+
+def _hand_over(path: Path) -> None:
+    """chown -R to the sandbox uid, skipping subtrees already handed over (a build cache is
+    walked once, not at every child start)."""
+    info = path.lstat()
+    if info.st_uid == SANDBOX_UID:
+        return
+    os.lchown(path, SANDBOX_UID, SANDBOX_UID)
+    if stat.S_ISDIR(info.st_mode):
+        for child in path.iterdir():
+            _hand_over(child)
+
+
+def _filesystem(state: Confinement, writable: list[str], *, use_landlock: bool) -> None:
+    dirs = [*writable, *_device_dirs()]
+    if use_landlock:
+        done, why = landlock.restrict_writes(dirs)
+        if done:
+            state.layers["files"] = f"landlock {done}: writes only to {len(writable)} dirs"
+            state.landlocked = True
+            return
+        state.missing["landlock"] = why
+    done, why = mountns.read_only_except(dirs)
+    if done:
+        state.layers["files"] = f"mount namespace: read-only except {len(writable)} dirs"
+        return
+    state.missing["read-only file system"] = why
+
+
+def narrow_writes(dirs: list[str]) -> str:
+    """Stack a narrower landlock layer on the calling thread: ``dirs`` instead of the first
+    layer's dirs that contain them (the whole build cache becomes this candidate's own build
+    dir); the others (private dirs, an exchange dir, ``/dev``) stay. "" when done, else why
+    not (not confined by landlock here)."""
+    if _STATE is None or not _STATE.landlocked:
+        return "not landlocked"
+    real = [os.path.realpath(d) for d in dirs]
+    kept = [w for w in _STATE.writable if not any(d.startswith(w + os.sep) for d in real)]
+    done, why = landlock.restrict_writes([*real, *kept, *_STATE.private, *_device_dirs()],
+                                         network=False)
+    if done:
+        _STATE.layers["files"] += f"; narrowed to {len(dirs)} dirs of its own"
+        return ""
+    return why

@@ -1,0 +1,267 @@
+"""Process lifetime: evaluator children die with the process that started them, and what a
+dead owner left behind is swept at the next start (stdlib only, Linux-first).
+
+Parent side: every process that spawns evaluator children keeps one *watchdog pipe* open for
+its whole life and hands the read end to each child (``watchdog_fd``, ``child_env``). Nobody
+ever writes to it, so a child sees EOF exactly when the parent has died (``kill -9``
+included), as the kernel closes the write end then.
+
+Child side (``bind_to_parent``, first thing in ``python -m cudal1_evaluator _child``): it asks
+for ``SIGKILL`` when its parent dies (``PR_SET_PDEATHSIG``), checks the parent did not die
+before that request landed, then forks a small *watcher* into its own process group. The
+watcher waits for EOF on the watchdog pipe (or for the child to end) and then kills the whole
+session, so grandchildren (ninja, cc1plus, nvcc) go too: ``PR_SET_PDEATHSIG`` alone would
+kill the child and leave them running, and ninja puts each compiler in a group of its own.
+
+Leftovers: each ``cudal1-eval-*`` temp dir holds an ``.owner`` marker (pid and start time of
+the process that made it). ``sweep_stale`` removes the dirs of dead owners and, when no live
+owner is left, torch's build ``lock`` files (a lock a killed build left makes every later
+build of the same code wait for it until its timeout).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import select
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENV_VAR = "CUDAL1_LIFETIME"  # "<parent pid>:<watchdog fd>" in a child's environment
+TEMP_PREFIX = "cudal1-eval-"
+OWNER_FILE = ".owner"
+_PR_SET_PDEATHSIG = 1
+_UNMARKED_GRACE_S = 3600.0  # a temp dir without a marker (older versions): swept after this
+_STALE_LOCK_S = 6 * 3600.0  # a build lock older than any evaluation's time limit
+_watchdog: tuple[int, int] | None = None
+
+
+# -- who owns what ---------------------------------------------------------------------------
+
+def start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot ("" when it does not exist): with the
+    pid it names one process, never a later one that reused the pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "" if _proc_available() else _exists_marker(pid)
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _proc_available() -> bool:
+    return Path("/proc/self/stat").exists()
+
+
+def _exists_marker(pid: int) -> str:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return ""
+    except PermissionError:
+        pass
+    return "?"
+
+
+def owner_token(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{pid} {start_time(pid)}"
+
+
+def owner_alive(token: str) -> bool:
+    """Whether the process a token names (``owner_token``) is still running."""
+    parts = token.split()
+    if len(parts) != 2 or not parts[0].isdigit():
+        return False
+    now = start_time(int(parts[0]))
+    return bool(now) and (now == parts[1] or "?" in (now, parts[1]))
+
+
+def mark_owner(directory: Path) -> None:
+    """Record this process as the owner of ``directory`` (swept once it is gone)."""
+    with contextlib.suppress(OSError):
+        (directory / OWNER_FILE).write_text(owner_token() + "\n", encoding="utf-8")
+
+
+# -- parent side -----------------------------------------------------------------------------
+
+def watchdog_fd() -> int:
+    """The read end of this process's watchdog pipe (made once; the write end stays open
+    until the process dies and is never inherited by a child)."""
+    global _watchdog
+    if _watchdog is None:
+        _watchdog = os.pipe()
+    return _watchdog[0]
+
+
+def child_env() -> dict[str, str]:
+    """What a child's environment needs for ``bind_to_parent``; pass ``watchdog_fd()`` too."""
+    return {ENV_VAR: f"{os.getpid()}:{watchdog_fd()}"}
+
+
+# -- child side ------------------------------------------------------------------------------
+
+def _set_parent_death_signal(signum: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+
+def bind_to_parent() -> None:
+    """In a child, before anything else: die with the parent, and take the group along."""
+    value = os.environ.pop(ENV_VAR, "")
+    parent_text, _, fd_text = value.partition(":")
+    if not (parent_text.isdigit() and fd_text.isdigit()):
+        return
+    parent, fd = int(parent_text), int(fd_text)
+    _set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the request above took effect
+        os._exit(1)
+    if os.getsid(0) != os.getpid():
+        return  # not a session leader: killing "our" session would hit someone else's
+    if os.fork() == 0:
+        _watch(fd, parent_of_watcher=os.getppid())
+    os.close(fd)
+
+
+def _watch(fd: int, parent_of_watcher: int) -> None:
+    """The watcher: wait until the app dies (EOF) or the child ends, then kill the group."""
+    with contextlib.suppress(OSError):
+        os.closerange(3, fd)
+        os.closerange(fd + 1, 1 << 16)
+    try:
+        while os.getppid() == parent_of_watcher:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready and not os.read(fd, 1):
+                break
+    finally:
+        kill_session(os.getsid(0))
+        os._exit(0)
+
+
+def _session_members(sid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if len(fields) > 3 and fields[3] == str(sid):
+                members.append(int(entry.name))
+    return members
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid`` (a child's, made with ``start_new_session``).
+
+    Its process group is not enough: ninja starts each compiler in a process group of its
+    own, and those outlived a killed build. The caller, when it is a member, goes last."""
+    me = os.getpid()
+    if os.getpgrp() != sid:  # (a member would kill itself before it found the rest)
+        with contextlib.suppress(OSError):
+            os.killpg(sid, signal.SIGKILL)
+    for _ in range(3):  # a process forking while we look is caught on a later pass
+        members = [pid for pid in _session_members(sid) if pid != me]
+        if not members:
+            break
+        for pid in members:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    if os.getsid(0) == sid:
+        os.kill(me, signal.SIGKILL)
+
+
+# -- sweeping leftovers ----------------------------------------------------------------------
+
+@dataclass
+class Swept:
+    """What ``sweep_stale`` removed, and which live owners kept their files."""
+
+    temp_dirs: list[str] = field(default_factory=list)
+    locks: list[str] = field(default_factory=list)
+    live_owners: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        parts = []
+        if self.temp_dirs:
+            parts.append(f"{len(self.temp_dirs)} evaluator temp dir(s)")
+        if self.locks:
+            parts.append(f"{len(self.locks)} build lock(s)")
+        return ("removed what a killed run left: " + ", ".join(parts)) if parts else ""
+
+
+def _temp_dirs(temp_root: Path) -> list[Path]:
+    uid = os.getuid()
+    out = []
+    for path in temp_root.glob(TEMP_PREFIX + "*"):
+        with contextlib.suppress(OSError):
+            if path.is_dir() and not path.is_symlink() and path.stat().st_uid == uid:
+                out.append(path)
+    return out
+
+
+def _owner_of(path: Path) -> str | None:
+    """The marker's token; None when there is none (yet, or from an older version)."""
+    try:
+        return (path / OWNER_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+
+
+def _age_s(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def sweep_temp_dirs(temp_root: Path, swept: Swept) -> None:
+    mine = owner_token()
+    for path in _temp_dirs(temp_root):
+        token = _owner_of(path)
+        if token is None:
+            dead = _age_s(path) > _UNMARKED_GRACE_S
+        elif token == mine or owner_alive(token):  # ours too: a child of ours may build
+            if token not in swept.live_owners:
+                swept.live_owners.append(token)
+            continue
+        else:
+            dead = True
+        if dead:
+            shutil.rmtree(path, ignore_errors=True)
+            if not path.exists():
+                swept.temp_dirs.append(str(path))
+
+
+def _lock_files(build_root: Path) -> list[Path]:
+    found: list[Path] = []
+    for pattern in ("*/torch_extensions/*/lock", "*/torch_extensions/*/*/lock"):
+        with contextlib.suppress(OSError):
+            found += [p for p in build_root.glob(pattern) if p.is_file()]
+    return found
+
+
+def sweep_build_locks(build_root: Path, swept: Swept) -> None:
+    """Locks are only held by evaluator children, and each lives under a parent whose temp dir
+    is marked: with no live owner besides us, every lock is a dead build's."""
+    nobody_else = not swept.live_owners
+    for lock in _lock_files(build_root):
+        if nobody_else or _age_s(lock) > _STALE_LOCK_S:
+            with contextlib.suppress(OSError):
+                lock.unlink()
+                swept.locks.append(str(lock))
+
+
+def sweep_stale(build_roots: list[Path], temp_root: Path | None = None) -> Swept:
+    """At start-up, before any child of ours runs: the temp dirs of dead owners, then the
+    build locks nobody alive can hold."""
+    swept = Swept()
+    sweep_temp_dirs(temp_root or Path(tempfile.gettempdir()), swept)
+    for root in dict.fromkeys(build_roots):
+        sweep_build_locks(root, swept)
+    return swept

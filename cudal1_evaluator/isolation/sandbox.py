@@ -1,0 +1,403 @@
+"""Isolation for evaluator subprocesses (stdlib only, no torch).
+
+The parent (the UI process, or ``python -m cudal1_evaluator run``) never runs candidate
+code. It spawns ``python -m cudal1_evaluator _child MODE JOB.json`` in a new session
+with a scrubbed environment, a private home/temp dir and resource limits, reads
+the verdict from a pipe the candidate does not know, and kills the whole process
+group on timeout, cancel or memory overrun.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cudal1_evaluator.isolation import lifetime, startup_check
+from cudal1_evaluator.isolation.sandbox_layers import outer_sandbox, sandbox_dirs
+from cudal1_evaluator.parent import diskcap
+from cudal1_evaluator.wire import channel
+
+ProgressFn = Callable[[str, int, int, str], None]
+WARM_IDLE_S = 900.0  # an unused warm child exits after this long
+
+_KEEP_EXACT = frozenset({
+    "PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL",
+    "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH",
+    "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS",
+    "MAX_JOBS", "CONDA_PREFIX", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME",
+    "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
+})
+_KEEP_PREFIXES = (
+    "CUDA_", "NVIDIA_", "TORCH_", "TORCHINDUCTOR_", "TRITON_", "CUDNN_", "CUBLAS_",
+    "OMP_", "MKL_", "KMP_", "OPENBLAS_", "LC_", "PYTORCH_",
+)
+_SECRET_WORDS = re.compile(
+    r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.IGNORECASE
+)
+_SECRET_PREFIXES = (
+    "OPENAI_", "HF_", "HUGGING", "AWS_", "AZURE_", "GOOGLE_", "GCP_", "ANTHROPIC_",
+    "GITHUB_", "GH_", "WANDB_", "GITLAB_",
+)
+
+
+def is_secret(name: str) -> bool:
+    upper = name.upper()
+    return bool(_SECRET_WORDS.search(upper)) or upper.startswith(_SECRET_PREFIXES)
+
+
+def scrub_env(env: dict[str, str], *, home: Path, tmpdir: Path) -> dict[str, str]:
+    """Keep an allow-list of build/runtime variables, never anything that looks secret."""
+    kept = {
+        name: value
+        for name, value in env.items()
+        if (name in _KEEP_EXACT or name.startswith(_KEEP_PREFIXES)) and not is_secret(name)
+    }
+    package_root = str(Path(__file__).resolve().parents[2])
+    python_path = [package_root, *filter(None, kept.get("PYTHONPATH", "").split(os.pathsep))]
+    kept.update({
+        "HOME": str(home),
+        "TMPDIR": str(tmpdir),
+        "TMP": str(tmpdir),
+        "TEMP": str(tmpdir),
+        "PYTHONPATH": os.pathsep.join(dict.fromkeys(python_path)),
+        "PYTHONFAULTHANDLER": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONNOUSERSITE": "1",
+    })
+    kept.setdefault("PATH", os.defpath)
+    return kept
+
+
+@dataclass
+class Limits:
+    """Resource limits the child applies to itself before anything else runs."""
+
+    memory_mb: int | None = None
+    address_space: bool = True  # RLIMIT_AS breaks CUDA's address reservations: off on CUDA
+    cpu_s: int | None = None
+    nofile: int = 4096
+    fsize_mb: int = 4096
+    disk_mb: int = 4096  # all files together (temp, home, build growth): see diskcap
+
+    def to_arg(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_arg(cls, text: str) -> Limits:
+        return cls(**json.loads(text))
+
+
+def _set(which: int, value: int) -> None:
+    _, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(which, (value, value))
+
+
+def apply_limits(limits: Limits) -> None:
+    """Called by the child first thing (a ``preexec_fn`` is unsafe in a threaded parent)."""
+    _set(resource.RLIMIT_CORE, 0)
+    _set(resource.RLIMIT_NOFILE, limits.nofile)
+    _set(resource.RLIMIT_FSIZE, limits.fsize_mb * 1024 * 1024)
+    if limits.cpu_s:
+        _set(resource.RLIMIT_CPU, limits.cpu_s)
+    if limits.memory_mb and limits.address_space:
+        _set(resource.RLIMIT_AS, limits.memory_mb * 1024 * 1024)
+
+
+@dataclass
+class Outcome:
+    """What happened to one child process."""
+
+    returncode: int | None = None
+    signal_name: str = ""
+    timed_out: bool = False
+    cancelled: bool = False
+    memory_exceeded: bool = False
+    payload: dict[str, Any] | None = None
+    channel_problem: str = ""
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    last_stage: str = ""
+    wall_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def signal_name(returncode: int | None) -> str:
+    if returncode is None or returncode >= 0:
+        return ""
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _tail(path: Path, limit: int = 8000) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _drain(fd: int, sink: bytearray, limit: int) -> None:
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        while chunk := fh.read(65536):
+            if len(sink) < limit:
+                sink.extend(chunk)
+
+
+class _ProgressReader:
+    def __init__(self, fd: int, on_progress: ProgressFn | None) -> None:
+        self.last_stage = ""
+        self._fd, self._on = fd, on_progress
+        self.thread = threading.Thread(target=self._loop, daemon=True, name="eval-progress")
+
+    def _loop(self) -> None:
+        with os.fdopen(self._fd, "rb") as fh:
+            for line in fh:
+                event = channel.parse_progress(line)
+                if event is None:
+                    continue
+                self.last_stage = event[0]
+                if self._on is not None:
+                    with contextlib.suppress(Exception):
+                        self._on(*event)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    lifetime.kill_session(pgid)  # compilers that ninja moved to groups of their own
+
+
+class Child:
+    """One isolated child: ``python -m cudal1_evaluator _child MODE job.json`` in a new session.
+
+    With ``job_text`` the job file is written before the process starts. Without it the child
+    starts *warm*: it imports torch and the evaluator (and initialises CUDA for a CUDA device),
+    then waits on a pipe, having seen no job and no candidate; ``run(job_text)`` writes the job
+    and releases it, which saves the interpreter and torch start-up on the critical path. A warm
+    child that is never used exits when its pipe closes, its parent dies, or after
+    ``WARM_IDLE_S``.
+    """
+
+    def __init__(self, mode: str, limits: Limits, *, job_text: str | None = None,
+                 warm_device: str = "", talk: bool = False,
+                 writable: Sequence[str] = ()) -> None:
+        self.mode, self.limits = mode, limits
+        # talk: a socket for the parent's request/reply protocol (cudal1_evaluator.wire.talk)
+        self.talk: socket.socket | None = None
+        self._talk_wanted = talk
+        self.root = Path(tempfile.mkdtemp(prefix=lifetime.TEMP_PREFIX))
+        lifetime.mark_owner(self.root)  # swept at a later start if this process dies
+        self._go_w: int | None = None
+        self._warm_device, self._extra_writable = warm_device, tuple(writable)
+        try:
+            self._start(job_text, warm_device)
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+
+    def _start(self, job_text: str | None, warm_device: str) -> None:
+        home, tmp = self.root / "home", self.root / "tmp"
+        home.mkdir(exist_ok=True)
+        tmp.mkdir(exist_ok=True)
+        self.job_path = self.root / "job.json"
+        if job_text is not None:
+            self.job_path.write_text(job_text, encoding="utf-8")
+        env = scrub_env(dict(os.environ), home=home, tmpdir=tmp)
+        self.writable = sandbox_dirs(self.root, job_text, self._extra_writable)
+        prefix, layers = outer_sandbox(self.writable)
+        startup_check.write_config(self.root, writable=self.writable, private=[str(self.root)],
+                                   layers=layers, python_path=env.get("PYTHONPATH", ""))
+        self.key = channel.new_key()
+        self._result_r, result_w = os.pipe()
+        self._progress_r, progress_w = os.pipe()
+        key_r, key_w = os.pipe()
+        os.write(key_w, self.key)
+        os.close(key_w)
+        child_fds = [result_w, progress_w, key_r]
+        argv = [
+            *prefix, sys.executable, "-S", "-m", "cudal1_evaluator", "_child", self.mode,
+            str(self.job_path),
+            "--result-fd", str(result_w), "--progress-fd", str(progress_w),
+            "--key-fd", str(key_r), "--limits", self.limits.to_arg(),
+        ]
+        if self._talk_wanted:
+            self.talk, theirs = socket.socketpair()
+            child_fds.append(theirs.detach())
+            argv += ["--talk-fd", str(child_fds[-1])]
+        if job_text is None:
+            go_r, self._go_w = os.pipe()
+            child_fds.append(go_r)
+            # the job's own limits come with the go line; until then only the fixed ones hold
+            argv[argv.index("--limits") + 1] = replace(self.limits, memory_mb=None,
+                                                       cpu_s=None).to_arg()
+            argv += ["--wait-fd", str(go_r), "--warm-device", warm_device]
+        self.out_path, self.err_path = self.root / "stdout.log", self.root / "stderr.log"
+        with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
+            try:
+                self.proc = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=tmp,
+                    env={**env, **lifetime.child_env()},  # the child dies with this process
+                    pass_fds=(*child_fds, lifetime.watchdog_fd()), start_new_session=True,
+                )
+            finally:
+                for fd in child_fds:
+                    os.close(fd)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, job_text: str | None, timeout_s: float, *, limits: Limits | None = None,
+            cancel: threading.Event | None = None, on_progress: ProgressFn | None = None,
+            result_limit: int = 64 * 2**20) -> Outcome:
+        """Release the child (writing the job first, and sending ``limits``, when it started
+        warm) and wait for it."""
+        try:
+            if self._go_w is not None and not self.covers(job_text):
+                self._restart_cold(job_text)
+            if self._go_w is not None:
+                self.limits = limits or self.limits
+                self.job_path.write_text(job_text or "", encoding="utf-8")
+                go, self._go_w = self._go_w, None
+                with contextlib.suppress(OSError):
+                    os.write(go, self.limits.to_arg().encode() + b"\n")
+                os.close(go)
+            return self._wait_for(timeout_s, cancel, on_progress, result_limit)
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def covers(self, job_text: str | None) -> bool:
+        """Does this warm child's sandbox let it write where the job builds?"""
+        return set(sandbox_dirs(self.root, job_text, self._extra_writable)) <= \
+            set(self.writable)
+
+    def _restart_cold(self, job_text: str | None) -> None:
+        """The job builds outside the dirs this warm child may write: start a cold one."""
+        self._kill()
+        self._go_w = None
+        self._start(job_text, "")
+
+    def _kill(self) -> None:
+        if self._go_w is not None:
+            os.close(self._go_w)
+        _kill_group(self.proc.pid)
+        self.proc.wait()
+        if self.talk is not None:
+            self.talk.close()
+        for fd in (self._result_r, self._progress_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def discard(self) -> None:
+        """Kill an unused (warm) child and clean up."""
+        self._kill()
+        self._go_w = None
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _wait_for(self, timeout_s: float, cancel: threading.Event | None,
+                  on_progress: ProgressFn | None, result_limit: int) -> Outcome:
+        proc, started = self.proc, time.monotonic()
+        data = bytearray()
+        reader = threading.Thread(
+            target=_drain, args=(self._result_r, data, result_limit), daemon=True
+        )
+        reader.start()
+        progress = _ProgressReader(self._progress_r, on_progress)
+        progress.thread.start()
+        disk = diskcap.DiskWatch([self.root], _build_root(self.job_path),
+                                 self.limits.disk_mb).start(proc.pid)
+        outcome = _wait(proc, timeout_s, self.limits, cancel)
+        disk.stop()
+        if disk.exceeded:
+            outcome.extra[diskcap.EXTRA_KEY] = self.limits.disk_mb
+        _kill_group(proc.pid)  # stray grandchildren (ninja, threads' forks) go too
+        proc.wait()
+        reader.join(timeout=10)
+        progress.thread.join(timeout=2)
+        outcome.wall_s = time.monotonic() - started
+        outcome.returncode = proc.returncode
+        outcome.signal_name = "" if outcome.timed_out else signal_name(proc.returncode)
+        outcome.payload, outcome.channel_problem = channel.read_verdict(bytes(data), self.key)
+        outcome.stdout_tail, outcome.stderr_tail = _tail(self.out_path), _tail(self.err_path)
+        outcome.last_stage = progress.last_stage
+        return outcome
+
+
+def _build_root(job_path: Path) -> list[Path]:
+    """The job's shared build cache, whose growth counts toward the child's disk use."""
+    try:
+        root = json.loads(job_path.read_text(encoding="utf-8")).get("build_dir")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [Path(root)] if isinstance(root, str) and root else []
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float, limits: Limits,
+          cancel: threading.Event | None) -> Outcome:
+    outcome = Outcome()
+    deadline = time.monotonic() + timeout_s
+    memory = None if limits.address_space else limits.memory_mb
+    while proc.poll() is None:
+        if cancel is not None and cancel.is_set():
+            outcome.cancelled = True
+        elif time.monotonic() > deadline:
+            outcome.timed_out = True
+        elif memory and _rss_mb(proc.pid) > memory:
+            outcome.memory_exceeded = True
+        else:
+            if cancel is not None:
+                cancel.wait(0.05)
+            else:
+                time.sleep(0.05)
+            continue
+        _kill_group(proc.pid)
+        break
+    return outcome
+
+
+@dataclass
+class Spawn:
+    """One isolated child run, started cold: ``python -m cudal1_evaluator _child MODE job.json``."""
+
+    mode: str
+    job_text: str
+    timeout_s: float
+    limits: Limits
+    cancel: threading.Event | None = None
+    on_progress: ProgressFn | None = None
+    result_limit: int = 64 * 2**20
+
+    def run(self) -> Outcome:
+        child = Child(self.mode, self.limits, job_text=self.job_text)
+        return child.run(self.job_text, self.timeout_s, cancel=self.cancel,
+                         on_progress=self.on_progress, result_limit=self.result_limit)

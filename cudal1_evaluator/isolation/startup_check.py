@@ -1,0 +1,145 @@
+"""The start of every evaluator child: refuse to run on a tampered interpreter, then confine.
+
+The attack: native code (POSIX ``open``/``write`` from a ``load_inline`` source, invisible to
+the audit hook) plants a ``.pth`` file in site-packages, or edits ``sitecustomize`` or the
+evaluator itself, and so patches every later process. The parent hashes those files once per
+process (``record``) and writes the manifest next to the job; the child starts with ``python
+-S`` (no ``.pth`` has run yet), compares (``child_start``), and only then runs ``site.main()``
+and confines itself (``cudal1_evaluator.isolation.confine``). Stdlib only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import site
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+CONFIG_NAME = "sandbox.json"  # next to the job file, written by the parent
+EXIT_SETUP = 78  # EX_CONFIG: the child refused to start
+_CUSTOMIZE = ("sitecustomize.py", "usercustomize.py", "sitecustomize", "usercustomize")
+
+
+def _site_dirs() -> list[str]:
+    prefixes = _venv_prefixes() if sys.flags.no_site else None
+    dirs = [*site.getsitepackages(prefixes), site.getusersitepackages()]
+    return [os.path.realpath(d) for d in dict.fromkeys(dirs) if d]
+
+
+def _venv_prefixes() -> list[str] | None:
+    """The prefixes ``site.main()`` will use, read from a venv's ``pyvenv.cfg`` without running
+    ``site`` (its ``venv()`` already processes ``.pth`` files). Under ``-S`` ``sys.prefix`` is
+    still the base interpreter's, whose site dirs a venv does not use."""
+    exe_dir = os.path.dirname(os.path.abspath(sys.executable))
+    for conf in (Path(exe_dir) / "pyvenv.cfg", Path(exe_dir).parent / "pyvenv.cfg"):
+        if conf.is_file():
+            settings = dict(line.split("=", 1) for line in
+                            conf.read_text(encoding="utf-8", errors="replace").splitlines()
+                            if "=" in line)
+            system = {k.strip().lower(): v.strip().lower() for k, v in settings.items()}.get(
+                "include-system-site-packages") == "true"
+            venv = os.path.dirname(exe_dir)
+            return [venv, sys.base_prefix] if system else [venv]
+    return None
+
+
+def _path_dirs(python_path: str) -> list[str]:
+    return [os.path.realpath(p) for p in python_path.split(os.pathsep) if p]
+
+
+def _hash(path: Path) -> str:
+    try:
+        if path.is_dir():
+            parts = sorted(p for p in path.rglob("*.py"))
+            return hashlib.sha256(b"".join(_hash(p).encode() for p in parts)).hexdigest()
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+
+
+def _evaluator_dir() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+def manifest(dirs: list[str]) -> dict[str, str]:
+    """path -> sha256 of every ``.pth`` file and ``site``/``usercustomize`` in ``dirs``, and of
+    the evaluator's own source files."""
+    found: dict[str, str] = {}
+    for directory in dict.fromkeys(dirs):
+        base = Path(directory)
+        if not base.is_dir():
+            continue
+        for path in sorted(base.glob("*.pth")):
+            found[str(path)] = _hash(path)
+        for name in _CUSTOMIZE:
+            if (base / name).exists():
+                found[str(base / name)] = _hash(base / name)
+    for path in sorted(_evaluator_dir().rglob("*.py")):
+        found[str(path)] = _hash(path)
+    return found
+
+
+@cache
+def record(python_path: str = "") -> dict[str, Any]:
+    """The parent's record, taken once per process and ``PYTHONPATH`` (the child's)."""
+    dirs = _site_dirs() + _path_dirs(python_path)
+    return {"dirs": dirs, "files": manifest(dirs)}
+
+
+def differences(recorded: dict[str, Any]) -> list[str]:
+    """What differs between the parent's record and this process's files (empty: none)."""
+    dirs = list(recorded.get("dirs", []))
+    now = manifest(dirs)
+    before: dict[str, str] = dict(recorded.get("files", {}))
+    problems = [f"{p} was added" for p in now.keys() - before.keys()]
+    problems += [f"{p} was removed" for p in before.keys() - now.keys()]
+    problems += [f"{p} was changed" for p in now.keys() & before.keys() if now[p] != before[p]]
+    unknown = [d for d in _site_dirs() if d not in dirs and Path(d).is_dir()]
+    problems += [f"site dir {d} was not in the parent's record" for d in unknown]
+    return sorted(problems)
+
+
+def write_config(root: Path, *, writable: list[str], private: list[str], layers: str,
+                 python_path: str) -> None:
+    config = {"record": record(python_path), "writable": writable, "private": private,
+              "layers": layers}
+    (root / CONFIG_NAME).write_text(json.dumps(config), encoding="utf-8")
+
+
+def _site_dirs_for_children() -> None:
+    """Python processes this child starts with its interpreter flags (multiprocessing's spawn
+    and forkserver pass ``-S`` on) still find site-packages."""
+    extra = [d for d in site.getsitepackages() if d not in os.environ.get("PYTHONPATH", "")]
+    if extra:
+        current = os.environ.get("PYTHONPATH", "")
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [current, *extra]))
+
+
+def child_start(job_path: str) -> None:
+    """First thing in a child started with ``python -S``: check, run ``site``, confine.
+
+    Exits with ``EXIT_SETUP`` and a message on stderr when the interpreter was tampered with.
+    A child without a config (started by hand) only runs ``site``."""
+    config_path = Path(job_path).parent / CONFIG_NAME
+    config: dict[str, Any] = {}
+    if config_path.exists():
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        problems = differences(config.get("record", {}))
+        if problems:
+            shown = "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
+            sys.stderr.write("evaluator setup error: the interpreter or the evaluator changed "
+                             f"since the app started, refusing to run: {shown}\n")
+            sys.stderr.flush()
+            os._exit(EXIT_SETUP)
+    if sys.flags.no_site:
+        site.main()
+        _site_dirs_for_children()
+    if config:
+        from cudal1_evaluator.isolation import confine
+
+        confine.apply(list(config.get("writable", [])), private=list(config.get("private", [])),
+                      layers=str(config.get("layers", "auto")))

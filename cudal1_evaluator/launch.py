@@ -1,0 +1,349 @@
+"""The evaluator's public entry points for the app (torch-free: safe in the UI process).
+
+    evaluate(job, on_progress=..., cancel=...) -> Result
+    build(job, cancel=...) -> BuildOutcome      (compile only: fills the build cache)
+    probe(job) -> ProbeResult
+    pristine_reference(job) -> TimingSummary
+
+Each spawns isolated children (see ``cudal1_evaluator.isolation.sandbox``); candidate misbehaviour
+of any kind comes back as a Result, never as an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from cudal1_evaluator import toolinfo
+from cudal1_evaluator.isolation import sandbox
+from cudal1_evaluator.parent import build_cache as build_cache
+from cudal1_evaluator.parent import conduct, precision, pristine_cache, verdict, warm
+from cudal1_evaluator.parent.timing_checks import Burst
+from cudal1_evaluator.reward import FORMULAS
+from cudal1_evaluator.schema import (
+    BuildOutcome,
+    Flag,
+    Job,
+    ProbeJob,
+    ProbeResult,
+    Result,
+    TimingSummary,
+)
+from cudal1_evaluator.stats import summarize
+from cudal1_evaluator.wire.report import WorkerReport
+from cudal1_evaluator.wire.talk import PeerGone
+
+TOLERANCES = ("strict", "relaxed")
+
+
+def check_job(job: Job) -> None:
+    """Caller mistakes (not candidate ones) raise ValueError."""
+    dev = job.device
+    if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
+        raise ValueError(f"bad device {dev!r}: use cpu, cuda or cuda:N")
+    if job.tolerance not in TOLERANCES:
+        raise ValueError(f"unknown tolerance preset {job.tolerance!r}: {', '.join(TOLERANCES)}")
+    if job.reward.name not in FORMULAS:
+        raise ValueError(f"unknown reward formula {job.reward.name!r}: {', '.join(FORMULAS)}")
+    if job.correctness_trials < 1 or job.min_samples < 1 or job.timeout_s <= 0:
+        raise ValueError("correctness_trials and min_samples must be >= 1, timeout_s > 0")
+
+
+def limits_for(device: str, memory_mb: int | None, timeout_s: float,
+               cpu_s: int | None = None) -> sandbox.Limits:
+    cpus = os.cpu_count() or 1
+    return sandbox.Limits(
+        memory_mb=memory_mb,
+        address_space=device == "cpu",  # CUDA reserves huge address ranges: watch RSS instead
+        cpu_s=cpu_s or int(max(60.0, timeout_s * cpus)),
+    )
+
+
+def _spawn(mode: str, text: str, job: Job, *,
+           on_progress: sandbox.ProgressFn | None = None,
+           cancel: threading.Event | None = None) -> sandbox.Outcome:
+    limits = _limits(job)
+    child = warm.take(mode, job.device, limits)
+    if child is None:
+        child = sandbox.Child(mode, limits, job_text=text)
+    return child.run(text, job.timeout_s, limits=limits, cancel=cancel, on_progress=on_progress)
+
+
+def _limits(job: Job) -> sandbox.Limits:
+    return limits_for(job.device, job.memory_limit_mb, job.timeout_s, job.cpu_time_limit_s)
+
+
+def _profiles(job: Job) -> bool:
+    return job.profile and job.device.startswith("cuda")
+
+
+def _prewarm(job: Job) -> None:
+    """Start the next worker now (torch imported, waiting), so that the next evaluation of this
+    kind skips the start-up; it has seen nothing of this job. On CUDA a profile child too,
+    whose profiler starts while it waits."""
+    limits = _limits(job)
+    warm.prepare("run", job.device, limits)
+    warm.prepare("referee", job.device, limits)
+    if _profiles(job):
+        warm.prepare("profile", job.device, limits)
+
+
+def _report(outcome: sandbox.Outcome) -> WorkerReport | None:
+    if outcome.payload is None or outcome.timed_out or outcome.cancelled:
+        return None
+    try:
+        return WorkerReport.from_dict(outcome.payload)
+    except (TypeError, ValueError, AttributeError) as exc:
+        outcome.channel_problem = outcome.channel_problem or f"malformed worker report: {exc}"
+        return None
+
+
+def _with_build_dir(job: Job) -> Job:
+    return job if job.build_dir else replace(job, build_dir=str(build_cache.default_build_dir()))
+
+
+def _pristine(job: Job, on_progress: sandbox.ProgressFn | None,
+              cancel: threading.Event | None) -> WorkerReport | None:
+    outcome = _spawn("reference", job.to_json(), job,
+                     on_progress=on_progress, cancel=cancel)
+    report = _report(outcome)
+    if report is None:
+        report = WorkerReport(error_kind="runtime",
+                                      error=verdict.crash_message(outcome, job.memory_limit_mb))
+    return report
+
+
+def _only_slowed(result: Result) -> bool:
+    rejects = {f.code for f in result.flags if f.severity == "reject"}
+    return result.status == "rejected" and rejects == {"reference_slowed"}
+
+
+def _once(job: Job, on_progress: sandbox.ProgressFn | None,
+          cancel: threading.Event | None) -> Result:
+    """One evaluation; a lone ``reference_slowed`` must be confirmed by a second one.
+
+    A patched op slows the reference every time; a busy host only now and then.
+    """
+    result = _single(job, on_progress, cancel)
+    if _only_slowed(result) and not (cancel is not None and cancel.is_set()):
+        if on_progress is not None:
+            on_progress("confirm", 0, 1, "the reference looked slowed: evaluating again")
+        second = _single(job, on_progress, cancel)
+        note = ("reference_slowed confirmed by a second evaluation" if _only_slowed(second)
+                else "a first evaluation saw a slowed reference; a second one did not")
+        second.message = f"{second.message}\n{note}" if second.message else note
+        result = second
+    return result
+
+
+def _profile_apart(child: sandbox.Child, job: Job, report: WorkerReport,
+                   on_progress: sandbox.ProgressFn | None,
+                   cancel: threading.Event | None) -> None:
+    """The profiler pass in a warm child whose profiler has started already (2.5 s saved);
+    the timing worker never starts one, as that slows kernel launches for good. The child
+    loads the candidate afresh (the build is cached) and its findings join ``report``."""
+    def profile_progress(stage: str, done: int, total: int, note: str) -> None:
+        if on_progress is not None and stage == "profile":
+            on_progress(stage, done, total, note)
+
+    outcome = child.run(job.to_json(), job.timeout_s, limits=_limits(job), cancel=cancel,
+                        on_progress=profile_progress)
+    extra = _report(outcome) or WorkerReport()  # no report: it crashed or timed out
+    report.add_flags(extra.flags)
+    report.phases["profile"] = extra.phases.get("profile", 0.0)
+    if extra.phase == "done" and not extra.error_kind:
+        report.profile = extra.profile
+        return
+    why = extra.error or verdict.crash_message(outcome, job.memory_limit_mb)
+    report.phase = "profile"
+    report.fail(extra.error_kind or "runtime",
+                f"in the profiler pass (a separate process, fresh inputs): {why}")
+
+
+def _reuse_alone(job: Job) -> Callable[[dict[str, Any]], tuple[list[Burst], float] | None]:
+    def lookup(info: dict[str, Any]) -> tuple[list[Burst], float] | None:
+        return None if job.strict else pristine_cache.get(pristine_cache.key_of(job, info))
+    return lookup
+
+
+def _converse(cond: conduct.Conductor, job: Job) -> None:
+    """The schedule: referee setup and the reference alone, build, trials, timed rounds."""
+    with contextlib.suppress(PeerGone):
+        cond.start(_reuse_alone(job))
+        if cond.alone_age is None and cond.ev.alone:
+            pristine_cache.put(pristine_cache.key_of(job, cond.ev.info), cond.ev.alone)
+        cond.build()
+        cond.correctness()
+        ev = cond.ev
+        if ev.trials and all(t.ok for t in ev.trials) and \
+                not any(f.severity == "reject" for f in ev.flags):
+            cond.timing(precision.matched_differs(ev.precision))
+            slowed = verdict.slowed_now(ev)
+            if slowed and cond.alone_age is not None:  # judged against a reused measurement
+                cond.time_alone()
+                pristine_cache.put(pristine_cache.key_of(job, ev.info), ev.alone)
+
+
+def _explain_referee(cond: conduct.Conductor, referee: conduct.Running, job: Job) -> None:
+    """A referee that died says why: its exit and the last lines it wrote to stderr."""
+    if cond.ev.referee_error and referee.outcome is not None:
+        why = verdict.crash_message(referee.outcome, job.memory_limit_mb)
+        cond.ev.referee_error = f"{cond.ev.referee_error}\n{why}"
+
+
+def _single(job: Job, on_progress: sandbox.ProgressFn | None,
+            cancel: threading.Event | None) -> Result:
+    profiler = warm.take("profile", job.device, _limits(job)) if _profiles(job) else None
+    limits = _limits(job)
+    run_job = replace(job, profile=False) if profiler is not None else job
+    text = run_job.to_json()
+    referee = conduct.spawn("referee", job, limits, text)
+    worker = conduct.spawn("run", job, limits, text)
+    cond = conduct.Conductor(job, referee, worker, on_progress)
+    try:
+        conduct.wait_on(referee, text, job, limits, cancel, None)
+        conduct.wait_on(worker, text, job, limits, cancel, on_progress)
+        _converse(cond, job)
+    finally:
+        cond.finish()
+        for running in (referee, worker):
+            if running.thread is not None:
+                running.thread.join()
+    _explain_referee(cond, referee, job)
+    outcome = worker.outcome or sandbox.Outcome(cancelled=True)
+    report = _report(outcome)
+    cancelled = cancel is not None and cancel.is_set()
+    try:
+        if report is not None and profiler is not None and not cancelled and cond.ev.timed:
+            child, profiler = profiler, None  # Child.run consumes it
+            _profile_apart(child, job, report, on_progress, cancel)
+    finally:
+        if profiler is not None:  # taken but not needed: the run failed or was cancelled
+            profiler.discard()
+    if cancelled:
+        return verdict.decide(job, sandbox.Outcome(cancelled=True), None)
+    result = verdict.decide(job, outcome, report, cond.ev)
+    if cond.alone_age is not None:
+        result.flags.append(Flag("reference_pristine_reused", f"the reference-alone timing was "
+                                 f"reused from {cond.alone_age:.0f} s ago (same problem, device, "
+                                 "torch and timing settings)", "info"))
+    if job.compare_torch_compile and result.ok:
+        _add_torch_compile(job, result, cancel)
+    _add_tool_info(result, job)
+    return result
+
+
+def _add_torch_compile(job: Job, result: Result, cancel: threading.Event | None) -> None:
+    report = _pristine(job, None, cancel)
+    if report is not None and "torch_compile" in report.timing:
+        raw = report.timing["torch_compile"]
+        result.timing["torch_compile"] = summarize(raw.samples_ms, raw.clock)
+    if report is not None:
+        result.flags += report.flags
+
+
+def _add_tool_info(result: Result, job: Job) -> None:
+    result.versions = {**result.versions, **toolinfo.tool_versions()}
+    if job.device.startswith("cuda") and result.device:
+        result.device.setdefault("driver", toolinfo.driver_version())
+
+
+def strict_job(job: Job) -> Job:
+    """More trials, more samples, a tighter CI, and a fresh pristine reference."""
+    return replace(
+        job,
+        strict=True,
+        correctness_trials=job.correctness_trials * 3,
+        min_samples=job.min_samples * 2,
+        max_samples=job.max_samples * 2,
+        timing_budget_s=job.timing_budget_s * 2,
+        stable_rel_ci=job.stable_rel_ci / 2,
+    )
+
+
+def evaluate(job: Job, *, on_progress: sandbox.ProgressFn | None = None,
+             cancel: threading.Event | None = None) -> Result:
+    """Compile, verify and time one candidate in isolated processes; always a Result.
+
+    A speedup above ``job.strict_threshold`` triggers a strict re-evaluation, whose
+    result (``strict_reevaluation=True``) replaces the first.
+    """
+    check_job(job)
+    started = time.monotonic()
+    job = _with_build_dir(job)
+    result = _once(job, on_progress, cancel)
+    speedup = result.speedup or 0.0
+    if result.ok and not job.strict and speedup > job.strict_threshold:
+        if on_progress is not None:
+            on_progress("strict", 0, 1, f"{speedup:.1f}x > {job.strict_threshold:g}x: "
+                        "strict re-evaluation")
+        first = result
+        result = _once(strict_job(job), on_progress, cancel)
+        result.strict_reevaluation = True
+        note = f"strict re-evaluation (first pass: {first.speedup:.3g}x, {first.status})"
+        result.message = f"{result.message}\n{note}" if result.message else note
+    result.wall_time_s = round(time.monotonic() - started, 3)
+    if warm.enabled:
+        _prewarm(job)
+    return result
+
+
+def pristine_reference(job: Job) -> TimingSummary:
+    """The reference alone, timed in a process that never saw a candidate."""
+    check_job(job)
+    report = _pristine(job, None, None)
+    if report is None or "reference" not in report.timing:
+        raise RuntimeError(report.error if report else "the reference process failed")
+    raw = report.timing["reference"]
+    return summarize(raw.samples_ms, raw.clock)
+
+
+def build(job: Job, *, cancel: threading.Event | None = None) -> BuildOutcome:
+    """Compile only: import the candidate in the worker's sandbox so that its extensions build
+    into ``job.build_dir``; a later ``evaluate(job)`` finds ``build_cached=True``. Nothing is
+    timed and no device is opened (with ``job.cuda_arch`` set, the GPU is not asked at all)."""
+    check_job(job)
+    job = _with_build_dir(job)
+    outcome = _spawn("build", job.to_json(), job, cancel=cancel)
+    if outcome.cancelled:
+        return BuildOutcome(ok=False, status="timeout", message="cancelled")
+    if outcome.timed_out:
+        return BuildOutcome(ok=False, status="timeout",
+                            message=f"the build did not finish within {job.timeout_s:g} s")
+    if outcome.payload is None:
+        return BuildOutcome(ok=False, status="runtime_error",
+                            message=verdict.crash_message(outcome, job.memory_limit_mb))
+    try:
+        built = BuildOutcome.from_dict(outcome.payload)
+    except (TypeError, ValueError) as exc:
+        return BuildOutcome(ok=False, status="runtime_error",
+                            message=f"malformed build result: {exc}")
+    if built.status not in ("ok", "compile_error", "runtime_error", "timeout"):
+        return BuildOutcome(ok=False, status="runtime_error",
+                            message=f"malformed build result: status {built.status!r}")
+    built.ok = built.status == "ok"
+    return built
+
+
+def probe(job: ProbeJob) -> ProbeResult:
+    """Run ``trusted.problem_probe.run_probe`` on the problem in an isolated child."""
+    limits = limits_for(job.device, job.memory_limit_mb, job.timeout_s)
+    outcome = sandbox.Spawn("probe", job.to_json(), job.timeout_s, limits).run()
+    if outcome.timed_out:
+        return ProbeResult(ok=False, error_kind="timeout",
+                           message=f"the problem did not finish within {job.timeout_s:g} s")
+    if outcome.payload is None:
+        return ProbeResult(ok=False, error_kind="crash",
+                           message=verdict.crash_message(outcome, job.memory_limit_mb))
+    try:
+        return ProbeResult.from_dict(outcome.payload)
+    except (TypeError, ValueError) as exc:
+        return ProbeResult(ok=False, error_kind="crash", message=f"malformed probe result: {exc}")
+
+
+__all__ = ["build", "evaluate", "pristine_reference", "probe", "strict_job"]

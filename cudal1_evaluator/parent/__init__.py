@@ -1,0 +1,1 @@
+"""The parent's side of an evaluation (stdlib only, torch-free): schedule, clock and verdict."""

@@ -1,0 +1,342 @@
+"""The parent's side of one evaluation (torch-free): two children, one schedule, one clock.
+
+The referee (trusted) and the worker (the candidate's process) run at once; the parent owns the
+seeds (``os.urandom``), the schedule and the wall clock (``time.perf_counter_ns``), relays the
+protocol (``cudal1_evaluator.wire.talk``) and collects ``Evidence``: what the referee checked and
+timed, and the worker's raw times bracketed by the parent's clock. The worker is stopped
+(SIGSTOP on its process group) whenever it is not serving a request, so nothing it leaves
+running competes with the referee, and the referee freezes its outputs the moment it stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import secrets
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cudal1_evaluator.isolation import sandbox
+from cudal1_evaluator.isolation.sandbox_layers import writable_for
+from cudal1_evaluator.parent import precision, warm
+from cudal1_evaluator.parent.timing_checks import Burst
+from cudal1_evaluator.schema import Flag, Job, TrialReport
+from cudal1_evaluator.stats import median_rel_ci
+from cudal1_evaluator.wire.report import Recheck
+from cudal1_evaluator.wire.talk import Peer, PeerGone, read_int, read_metas, read_times
+
+BURST = 4  # fresh input sets per burst
+MAP_FLOOR_MS, MAP_PER_TENSOR_MS = 250.0, 25.0  # bound on the worker's untimed mapping
+ALONE_BURSTS = 3  # the reference alone, before the worker starts
+
+
+@dataclass
+class Evidence:
+    """What the trusted side measured and decided, plus the worker's raw times."""
+
+    info: dict[str, Any] = field(default_factory=dict)  # the referee's init reply
+    trials: list[TrialReport] = field(default_factory=list)
+    recheck: Recheck = field(default_factory=Recheck)
+    flags: list[Flag] = field(default_factory=list)
+    alone: list[Burst] = field(default_factory=list)
+    reference: list[Burst] = field(default_factory=list)
+    matched: list[Burst] = field(default_factory=list)
+    candidate: list[Burst] = field(default_factory=list)
+    late: int = 0
+    slow_maps: int = 0
+    settings_changed: dict[str, Any] = field(default_factory=dict)
+    precision: dict[str, Any] = field(default_factory=dict)
+    referee_error: str = ""
+    protocol_error: str = ""
+    timed: bool = False
+
+
+@dataclass
+class Running:
+    """A child being waited for on a thread, while the parent talks to it."""
+
+    child: sandbox.Child
+    peer: Peer
+    outcome: sandbox.Outcome | None = None
+    thread: threading.Thread | None = None
+
+    def alive(self) -> bool:
+        return self.outcome is None and self.child.alive()
+
+
+def _seed() -> int:
+    return int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
+
+
+class Conductor:
+    def __init__(self, job: Job, referee: Running, worker: Running,
+                 on_progress: sandbox.ProgressFn | None) -> None:
+        self.job, self.ref, self.wrk = job, referee, worker
+        self.ev = Evidence()
+        self.on_progress = on_progress
+        self._next_id = 0
+        self._rng = random.Random(os.urandom(16))
+        self.xdir = worker.child.root / "tmp" / f"xchg-{secrets.token_hex(8)}"
+        self.alone_age: float | None = None  # set when the alone bursts are reused
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _progress(self, stage: str, done: int, total: int, note: str = "") -> None:
+        if self.on_progress is not None:
+            with contextlib.suppress(Exception):
+                self.on_progress(stage, done, total, note)
+
+    def _ask_referee(self, message: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.ref.peer.request(message, self.job.timeout_s, self.ref.alive)
+        except PeerGone as exc:
+            self.ev.referee_error = self.ev.referee_error or str(exc)
+            raise
+
+    def _ask_worker(self, message: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        """(reply, parent wall ms from send to reply); the worker runs only inside this."""
+        self._signal_worker(signal.SIGCONT)
+        try:
+            started = time.perf_counter_ns()
+            reply = self.wrk.peer.request(message, self.job.timeout_s, self.wrk.alive)
+            wall_ms = (time.perf_counter_ns() - started) / 1e6
+        except PeerGone as exc:
+            self.ev.protocol_error = self.ev.protocol_error or str(exc)
+            raise
+        finally:
+            self._signal_worker(signal.SIGSTOP)
+        return reply, wall_ms
+
+    def _signal_worker(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.wrk.child.proc.pid, sig)
+
+    def _new_sets(self, count: int, copies: int) -> tuple[list[int], dict[str, Any]]:
+        ids = list(range(self._next_id, self._next_id + count))
+        self._next_id += count
+        reply = self._ask_referee({"op": "prepare", "sets": [
+            {"id": i, "seed": _seed(), "copies": copies} for i in ids]})
+        return ids, reply["slots"]
+
+    def _reference_burst(self, ids: list[int], mode: str) -> Burst:
+        started = time.perf_counter_ns()
+        reply = self._ask_referee({"op": "reference", "sets": ids, "precision": mode})
+        wall_ms = (time.perf_counter_ns() - started) / 1e6
+        return Burst(read_times(reply.get("times_ms"), len(ids)), wall_ms)
+
+    # -- phases ----------------------------------------------------------------------------
+    def start(self, reuse: Any = None) -> None:
+        """The referee's setup, then the reference alone (no worker running yet), or the alone
+        bursts ``reuse(info)`` returns (an earlier evaluation of the same problem)."""
+        self.xdir.mkdir(mode=0o700)
+        self.init_seed = _seed()
+        self.ev.info = self._ask_referee({"op": "init", "init_seed": self.init_seed,
+                                          "probe_seed": _seed(), "xdir": str(self.xdir)})
+        found = reuse(self.ev.info) if reuse is not None else None
+        if found is not None:
+            self.ev.alone, self.alone_age = found
+            return
+        self.time_alone()
+
+    def time_alone(self) -> None:
+        self._progress("reference", 0, ALONE_BURSTS, "the reference alone")
+        bursts = []
+        for _ in range(ALONE_BURSTS):
+            ids, _slots = self._new_sets(BURST, 0)
+            bursts.append(self._reference_burst(ids, "strict"))
+            self._ask_referee({"op": "release", "sets": ids})
+        self.ev.alone, self.alone_age = bursts, None
+
+    def build(self) -> None:
+        self._progress("build", 0, 1, "importing and compiling the candidate")
+        outputs = self.ev.info.get("outputs") or []
+        reply, _ = self._ask_worker({"op": "init", "init_seed": self.init_seed,
+                                     "outputs": outputs, "single": len(outputs) == 1})
+        self._settings(reply)
+        self._progress("build", 1, 1, "")
+
+    def _settings(self, reply: dict[str, Any]) -> None:
+        changed = reply.get("settings_changed")
+        if isinstance(changed, dict):
+            self.ev.settings_changed = changed
+        self.ev.precision = precision.classify(self.ev.settings_changed,
+                                               self.job.candidate_source)
+
+    def correctness(self) -> None:
+        trials = self.job.correctness_trials
+        for t in range(trials):
+            self._progress("correctness", t, trials)
+            ids, slots = self._new_sets(1, 2)
+            names = [f"{ids[0]}/0", f"{ids[0]}/1"]
+            reply, _ = self._ask_worker({"op": "trial", "slots": [slots[n] for n in names]})
+            self._settings(reply)
+            metas = read_metas(reply.get("outputs"), 2)
+            self._ask_referee({"op": "seal", "slots": names})
+            self._reference_burst(ids, "strict")
+            results = self._ask_referee({"op": "check", "slots": names})["results"]
+            self._ask_referee({"op": "release", "sets": ids})
+            trial = self._trial_report(t, results, metas)
+            self.ev.trials.append(trial)
+            if not trial.ok:
+                break
+        self._progress("correctness", trials, trials)
+
+    def _trial_report(self, t: int, results: list[dict[str, Any]],
+                      metas: list[dict[str, Any]]) -> TrialReport:
+        self._output_flags(metas)
+        self._mutation_flags(results)
+        bad = next((r for r in results if not r.get("ok")), None)
+        message = ""
+        if bad is not None:
+            which = "first call" if bad is results[0] else "second call"
+            message = output_message(metas, self.ev.info) or f"{which}: {bad.get('message')}"
+        return TrialReport(t, bad is None, max(float(r.get("abs", 0)) for r in results),
+                           max(float(r.get("rel", 0)) for r in results), message)
+
+    def _output_flags(self, metas: list[dict[str, Any]]) -> None:
+        if any(m.get("reused") for m in metas):
+            self.ev.flags.append(Flag("output_buffer_reused", CUDA_GRAPH_REUSE))
+
+    def _mutation_flags(self, results: list[dict[str, Any]]) -> None:
+        for r in results:
+            for j in r.get("mutated") or []:
+                self.ev.flags.append(Flag("input_mutation", f"the candidate writes into its "
+                                          f"input #{j} in place (an in-place activation?); the "
+                                          "reference leaves its inputs unchanged"))
+
+    def timing(self, matched: bool) -> None:
+        job, calls = self.job, 0
+        if matched:
+            self._ask_referee({"op": "matched", "settings": self.ev.settings_changed,
+                               "autocast": self.ev.precision.get("autocast")})
+        self._round(max(1, min(job.warmup, BURST)), matched, keep=False)
+        started = time.monotonic()
+        while calls < job.max_samples:
+            self._round(min(BURST, job.max_samples - calls), matched, keep=True)
+            calls += len(self.ev.candidate[-1].times_ms)
+            self._progress("timing", calls, job.max_samples)
+            if self.ev.recheck.mismatches:
+                break
+            elapsed = time.monotonic() - started
+            if calls >= job.min_samples and (self._stable() or elapsed > job.timing_budget_s):
+                break
+        self.ev.timed = True
+
+    def _stable(self) -> bool:
+        sides = [self.ev.reference, self.ev.candidate]
+        return all(median_rel_ci([t for b in s for t in b.times_ms]) <= self.job.stable_rel_ci
+                   for s in sides)
+
+    def _round(self, size: int, matched: bool, keep: bool) -> None:
+        ids, slots = self._new_sets(size, 1)
+        names = [f"{i}/0" for i in ids]
+        order = ["reference", "candidate"] + (["matched"] if matched else [])
+        self._rng.shuffle(order)
+        bursts: dict[str, Burst] = {}
+        for side in order:
+            if side == "candidate":
+                self._map(names, slots)
+                reply, wall_ms = self._ask_worker({"op": "burst", "names": names})
+                self._ask_referee({"op": "seal", "slots": names})
+                bursts[side] = Burst(read_times(reply.get("times_ms"), size), wall_ms)
+                self._output_flags(read_metas(reply.get("outputs"), size))
+                self.ev.late += read_int(reply.get("late"))
+            else:
+                bursts[side] = self._reference_burst(ids, "strict" if side == "reference"
+                                                     else "matched")
+        results = self._ask_referee({"op": "check", "slots": names})["results"]
+        self._ask_referee({"op": "release", "sets": ids})
+        self._mutation_flags(results)
+        self._recheck(results)
+        if keep:
+            self.ev.reference.append(bursts["reference"])
+            self.ev.candidate.append(bursts["candidate"])
+            if matched:
+                self.ev.matched.append(bursts["matched"])
+
+    def _map(self, names: list[str], slots: dict[str, Any]) -> None:
+        """The worker maps the burst's tensors first; that hand-off is bounded, not timed."""
+        count = sum(len(slots[n]["inputs"]) + len(slots[n]["outputs"]) for n in names)
+        _, wall_ms = self._ask_worker({"op": "map", "slots": {n: slots[n] for n in names}})
+        limit_ms = MAP_FLOOR_MS + MAP_PER_TENSOR_MS * count
+        if wall_ms > limit_ms:
+            self.ev.slow_maps += 1
+            if self.ev.slow_maps > 1:  # once is a hiccup of a loaded host
+                self.ev.flags.append(Flag("timing_unaccounted", f"mapping {count} shared "
+                                          f"tensors took {wall_ms:.0f} ms (allowed "
+                                          f"{limit_ms:.0f} ms): work hidden in the untimed "
+                                          "hand-off before a burst"))
+
+    def _recheck(self, results: list[dict[str, Any]]) -> None:
+        rc = self.ev.recheck
+        for r in results:
+            rc.compared += 1
+            if not r.get("ok"):
+                rc.mismatches += 1
+                rc.detail = rc.detail or f"timed call {rc.compared}: {r.get('message')}"
+
+    def finish(self) -> None:
+        for running in (self.ref, self.wrk):
+            if running is self.wrk:
+                self._signal_worker(signal.SIGCONT)
+            with contextlib.suppress(PeerGone):
+                running.peer.send({"op": "finish"})
+
+
+CUDA_GRAPH_REUSE = ("the candidate returns the same CUDA-graph output buffer on every call; the "
+                    "next replay overwrites the previous result: clone the output")
+
+
+def output_message(metas: list[dict[str, Any]], info: dict[str, Any]) -> str:
+    """A plain message for an output of the wrong kind, dtype or shape (as the worker saw it)."""
+    expected = info.get("outputs") or []
+    for meta in metas:
+        items = meta.get("items") or []
+        if len(items) != len(expected):
+            return f"the candidate returns {len(items)} output(s); the reference returns " \
+                   f"{len(expected)}"
+        for i, (got, exp) in enumerate(zip(items, expected, strict=True)):
+            where = f"output {i}: " if len(expected) > 1 else ""
+            if got.get("type") != "Tensor":
+                return f"{where}the candidate returns a {got.get('type')}, not a torch.Tensor"
+            if got.get("dtype") != exp.get("dtype"):
+                return (f"{where}the candidate returns {got.get('dtype')}; the reference "
+                        f"returns {exp.get('dtype')}")
+            if got.get("shape") != exp.get("shape"):
+                return (f"{where}the candidate returns shape {tuple(got.get('shape') or ())}; "
+                        f"the reference returns {tuple(exp.get('shape') or ())}")
+    return ""
+
+
+def spawn(mode: str, job: Job, limits: sandbox.Limits, text: str) -> Running:
+    child = warm.take(mode, job.device, limits)
+    if child is not None and not child.covers(text):
+        # a warm child whose sandbox does not cover this job's build dir would restart cold
+        # inside run(), behind the talk socket the parent already holds: start cold now
+        child.discard()
+        child = None
+    if child is None:
+        child = sandbox.Child(mode, limits, job_text=text, talk=True,
+                              writable=writable_for(mode))
+    if child.talk is None:
+        child.discard()
+        raise RuntimeError(f"the {mode} child has no talk socket")
+    return Running(child, Peer(child.talk))
+
+
+def wait_on(running: Running, text: str, job: Job, limits: sandbox.Limits,
+            cancel: threading.Event | None, on_progress: sandbox.ProgressFn | None) -> None:
+    def target() -> None:
+        running.outcome = running.child.run(text, job.timeout_s, limits=limits, cancel=cancel,
+                                            on_progress=on_progress)
+
+    running.thread = threading.Thread(target=target, daemon=True, name="eval-child")
+    running.thread.start()
+
+
+def job_dir(running: Running) -> Path:
+    return running.child.root

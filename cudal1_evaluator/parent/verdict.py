@@ -1,0 +1,250 @@
+"""The parent's verdict (stdlib only), from what trusted processes measured.
+
+Correctness comes from the referee's checks (``conduct.Evidence``), never from the worker's
+report; timing summaries and the speedup are recomputed from raw burst times, cross-checked
+against the parent's wall clock (``timing_checks``). The worker's report adds only what can
+make its verdict worse (errors, guard findings) or is informative (compile log, profile).
+"""
+
+from __future__ import annotations
+
+import math
+
+from cudal1_evaluator.isolation.sandbox import Outcome
+from cudal1_evaluator.parent import diskcap
+from cudal1_evaluator.parent.conduct import Evidence
+from cudal1_evaluator.parent.timing_checks import (
+    Burst,
+    calibrate,
+    candidate_means,
+    cross_check,
+    ratio,
+    reference_means,
+    reference_slowed,
+)
+from cudal1_evaluator.reward import noise_band, score
+from cudal1_evaluator.schema import Flag, Job, Result, Status, TimingSummary
+from cudal1_evaluator.stats import summarize
+from cudal1_evaluator.wire.report import WorkerReport
+
+_SIGNALS = {
+    "SIGSEGV": "segmentation fault",
+    "SIGABRT": "aborted",
+    "SIGBUS": "bus error",
+    "SIGILL": "illegal instruction",
+    "SIGFPE": "floating-point exception",
+    "SIGKILL": "killed (out of memory, or a resource limit)",
+    "SIGXCPU": "CPU time limit exceeded",
+    "SIGXFSZ": "file size limit exceeded",
+}
+
+
+def stderr_lines(text: str, n: int = 15) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return "\n".join(lines[-n:])
+
+
+def crash_message(outcome: Outcome, memory_mb: int | None) -> str:
+    if outcome.extra.get(diskcap.EXTRA_KEY):
+        head = diskcap.message(int(outcome.extra[diskcap.EXTRA_KEY]))
+    elif outcome.memory_exceeded:
+        head = f"out of memory: the process passed the memory limit ({memory_mb} MB) and was killed"
+    elif outcome.signal_name:
+        what = _SIGNALS.get(outcome.signal_name, "killed by a signal")
+        head = f"the evaluation process died: {what} ({outcome.signal_name})"
+    else:
+        head = f"the evaluation process exited with code {outcome.returncode} without a verdict"
+    tail = stderr_lines(outcome.stderr_tail)
+    return f"{head}\nlast stderr lines:\n{tail}" if tail else head
+
+
+def _process_failure(job: Job, outcome: Outcome) -> tuple[Status, str] | None:
+    if outcome.cancelled:
+        return "timeout", "cancelled"
+    if outcome.timed_out:
+        stage = outcome.last_stage or "startup"
+        return "timeout", f"timed out after {job.timeout_s:g} s (during {stage})"
+    return None
+
+
+
+def _samples(bursts: list[Burst]) -> list[float]:
+    return [t for b in bursts for t in b.times_ms]
+
+
+def _timing(ev: Evidence, clock: str) -> dict[str, TimingSummary]:
+    timing = {"reference": summarize(_samples(ev.reference), clock),
+              "candidate": summarize(_samples(ev.candidate), clock)}
+    if ev.alone:
+        timing["reference_pristine"] = summarize(_samples(ev.alone), clock)
+    if ev.matched:
+        timing["reference_matched"] = summarize(_samples(ev.matched), clock)
+    return timing
+
+
+def _timing_flags(ev: Evidence, timing: dict[str, TimingSummary]) -> tuple[list[Flag], bool]:
+    """(flags, whether a speedup may be reported)."""
+    flags = cross_check(ev.candidate, calibrate(ev.reference + ev.matched + ev.alone))
+    n = len(_samples(ev.candidate))
+    if ev.late > max(2, n // 4):
+        flags.append(Flag("work_outside_timed_stream", f"{ev.late} of {n} timed candidate "
+                          "calls left GPU work running past the timing stream (side streams?); "
+                          "it was counted through a device-wide sync", "warn"))
+    for name in ("reference", "candidate"):
+        if timing[name].n == 0 or timing[name].median_ms <= 0:
+            flags.append(Flag("timing_implausible", f"no usable {name} timing samples"))
+    slowed = None
+    if "reference_pristine" in timing:
+        slowed = reference_slowed(timing["reference"], timing["reference_pristine"])
+    if slowed is not None:
+        flags.append(slowed)
+    return flags, slowed is None
+
+
+def _speedups(ev: Evidence, result: Result) -> None:
+    """Headline: against the reference under the candidate's precision (or the strict one
+    when that is faster: a precision claim never inflates it); strict beside it."""
+    cand = candidate_means(ev.candidate, calibrate(ev.reference + ev.matched + ev.alone))
+    strict = ratio(reference_means(ev.reference), cand)
+    if not ev.matched:
+        result.speedup, result.speedup_strict = strict, None
+        return
+    matched = ratio(reference_means(ev.matched), cand)
+    result.speedup_strict = strict
+    result.speedup = min(matched, strict) if matched and strict else matched or strict
+
+
+def _status(report: WorkerReport | None, ev: Evidence, flags: list[Flag]) -> tuple[Status, bool]:
+    if report is not None and report.error_kind == "compile":
+        return "compile_error", False
+    if report is not None and report.error_kind == "blocked":
+        return "rejected", False
+    if (report is not None and report.error_kind) or ev.referee_error:
+        return "runtime_error", False
+    correct = bool(ev.trials) and all(t.ok for t in ev.trials) and ev.recheck.mismatches == 0
+    if not correct:
+        return ("incorrect", False) if ev.trials else ("runtime_error", False)
+    if any(f.severity == "reject" for f in flags):
+        return "rejected", True
+    if not ev.timed or ev.protocol_error:
+        return "runtime_error", True
+    return "ok", True
+
+
+def _ok_message(result: Result) -> str:
+    ref, cand = result.timing["reference"], result.timing["candidate"]
+    text = (f"speedup {result.speedup:.3g}x (reference {ref.median_ms:.4g} ms, "
+            f"candidate {cand.median_ms:.4g} ms)")
+    if result.speedup_strict is not None:
+        text += (f"; against the strict fp32 reference {result.speedup_strict:.3g}x "
+                 f"(the candidate computes in {result.precision.get('candidate')})")
+    return text
+
+
+def _runtime_message(report: WorkerReport | None, ev: Evidence, outcome: Outcome) -> str:
+    error = report.error if report is not None else ""
+    if ev.referee_error and not error:
+        return f"the reference failed (not the candidate): {ev.referee_error}"
+    if report is None:
+        crash = crash_message(outcome, None)
+        return f"{crash}\n(protocol: {ev.protocol_error})" if ev.protocol_error else crash
+    tail = stderr_lines(outcome.stderr_tail, 8)
+    text = error or ev.protocol_error or "the evaluation stopped before it finished"
+    return f"{text}\nlast stderr lines:\n{tail}" if tail and report.error_kind else text
+
+
+def _message(status: Status, report: WorkerReport | None, ev: Evidence, outcome: Outcome,
+             result: Result) -> str:
+    if status == "ok":
+        return _ok_message(result)
+    if status == "compile_error":
+        return report.error if report is not None else ""
+    if status == "runtime_error":
+        return _runtime_message(report, ev, outcome)
+    if status == "incorrect":
+        bad = next((t for t in ev.trials if not t.ok), None)
+        if bad is not None:
+            return f"trial {bad.trial}: {bad.message}"
+        return ev.recheck.detail or "incorrect output"
+    reasons = [f"{f.code}: {f.reason}" for f in result.flags if f.severity == "reject"]
+    text = "; ".join(dict.fromkeys(reasons)) or (report.error if report is not None else "")
+    blocked = report is not None and report.error_kind == "blocked"
+    return (f"blocked by the evaluator: {text}" if blocked else text)[:2000]
+
+
+def _flags_of(outcome: Outcome, report: WorkerReport | None, ev: Evidence) -> list[Flag]:
+    flags = (list(report.flags) if report is not None else []) + list(ev.flags)
+    if outcome.channel_problem:
+        flags.append(Flag("verdict_channel_tampered", outcome.channel_problem))
+    if report is None and not outcome.timed_out and not outcome.cancelled:
+        flags.append(Flag("no_worker_report", "the candidate's process ended without its report "
+                          "(a forged or cut-off report earns nothing)"))
+    if ev.recheck.mismatches:
+        flags.append(Flag("timed_output_mismatch", f"{ev.recheck.mismatches} of "
+                          f"{ev.recheck.compared} timed outputs differ from the reference "
+                          f"on the same inputs: {ev.recheck.detail}"))
+    return flags
+
+
+def _from_evidence(job: Job, outcome: Outcome, report: WorkerReport | None, ev: Evidence,
+                   result: Result) -> None:
+    info = ev.info
+    result.trials, result.tolerance = ev.trials, dict(info.get("tolerance") or {})
+    result.device = dict(info.get("device") or {})
+    result.versions = dict(info.get("versions") or {})
+    result.settings_changed = ev.settings_changed
+    result.precision = {k: v for k, v in ev.precision.items() if k != "autocast"}
+    if report is not None:
+        result.profile = report.profile
+        result.compile_time_s, result.build_cached = report.compile_time_s, report.build_cached
+    output = stderr_lines(outcome.stdout_tail + "\n" + outcome.stderr_tail, 40)
+    result.compile_log = (report.compile_log if report is not None else "") or output[-4000:]
+    flags = _flags_of(outcome, report, ev)
+    may_report = True
+    if ev.timed:
+        clock = "cuda_events" if job.device.startswith("cuda") else "perf_counter"
+        result.timing = _timing(ev, clock)
+        timing_flags, may_report = _timing_flags(ev, result.timing)
+        flags += timing_flags
+    result.flags = _one_each(flags)
+    result.status, result.correct = _status(report, ev, result.flags)
+    if ev.timed and may_report:
+        _speedups(ev, result)
+    result.message = _message(result.status, report, ev, outcome, result)
+
+
+def _one_each(flags: list[Flag]) -> list[Flag]:
+    seen: dict[tuple[str, str], Flag] = {}
+    for flag in flags:
+        seen.setdefault((flag.code, flag.reason), flag)
+    return list(seen.values())
+
+
+def decide(job: Job, outcome: Outcome, report: WorkerReport | None,
+           evidence: Evidence | None = None) -> Result:
+    result = Result(status="runtime_error", job_id=job.job_id)
+    failure = _process_failure(job, outcome)
+    if failure is not None:
+        result.status, result.message = failure
+    elif evidence is None:
+        result.message = crash_message(outcome, job.memory_limit_mb)
+    else:
+        _from_evidence(job, outcome, report, evidence, result)
+    ref, cand = result.timing.get("reference"), result.timing.get("candidate")
+    noise = noise_band(ref.samples_ms, cand.samples_ms) if ref and cand else 0.0
+    rewarded = score(job.reward.name, job.reward.params, result.status, result.speedup,
+                     noise=noise)
+    if rewarded.within_noise:
+        result.flags.append(Flag("speedup_within_noise", f"{result.speedup:.3g}x is within the "
+                                 f"timing noise (±{noise:.1%}): scored as 1x", "info"))
+    result.reward = rewarded.reward if math.isfinite(rewarded.reward) else 0.0
+    result.reward_formula, result.reward_params = rewarded.formula, rewarded.params
+    return result
+
+
+def slowed_now(ev: Evidence) -> bool:
+    """Would the timing so far flag ``reference_slowed``? (for a fresh alone measurement)"""
+    if not ev.alone or not ev.reference:
+        return False
+    inter = summarize(_samples(ev.reference), "")
+    return reference_slowed(inter, summarize(_samples(ev.alone), "")) is not None

@@ -1,0 +1,1 @@
+"""Children that never import candidate code: the referee, the pristine reference, the probe."""

@@ -1,0 +1,1 @@
+"""What crosses a process boundary: channels, the talk protocol, reports, shared tensors."""
