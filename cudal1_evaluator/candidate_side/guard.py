@@ -26,7 +26,13 @@ from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
 
-from cudal1_evaluator.candidate_side.origin import FILE_EVENTS, Blame, Origins, culprit
+from cudal1_evaluator.candidate_side.origin import (
+    FILE_EVENTS,
+    Blame,
+    Origins,
+    culprit,
+    executable_of,
+)
 from cudal1_evaluator.isolation import confine
 from cudal1_evaluator.schema import Flag, Severity
 
@@ -54,7 +60,9 @@ def _classify(event: str, args: tuple[Any, ...], allowed: tuple[str, ...],
               origins: Origins) -> Event | None:
     """What an audit event means, or None when it is of no interest (the fast path)."""
     if event in _PROCESS_EVENTS:
-        return "process_spawned", "reject", f"starts a process or sends a signal ({event})"
+        program = executable_of(event, args)
+        return "process_spawned", "reject", ("starts a process or sends a signal "
+                                             f"({event}{': ' + program if program else ''})")
     if event.startswith("socket."):
         return "network", "reject", f"uses sockets ({event})"
     if event.startswith("ctypes."):

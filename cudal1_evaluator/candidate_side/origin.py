@@ -19,6 +19,7 @@ and the candidate frame below it is blamed.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import sysconfig
@@ -41,6 +42,9 @@ BUILD_TOOLS = frozenset({
     "nvdisasm", "fatbinary", "nvlink", "cicc", "ld", "ld.gold", "ld.lld", "as", "ar", "which",
     "uname", "ldconfig", "openssl", "nvidia-smi", "hipcc", "lscpu",
 })
+# a build tool's name, cross-prefixed (x86_64-linux-gnu-g++) or versioned (gcc-13) as well
+_COMPILER_NAME = re.compile(
+    r"(?:[\w.]+-)*(?:" + "|".join(re.escape(n) for n in sorted(BUILD_TOOLS)) + r")(?:-[\d.]+)?")
 # names a library's own code uses when it grabs frames, walks gc, traces or kills by itself
 _OWN_NAMES: dict[str, frozenset[str]] = {
     "sys._getframe": frozenset({"_getframe", "currentframe", "stack", "getouterframes",
@@ -178,7 +182,9 @@ def library_may(event: str, args: tuple[Any, ...], library: FrameType,
     if event == "cuda.stream":
         return True  # a library's own streams (torch.cuda.graph's capture stream)
     if event in _SPAWN_EVENTS:
-        return _is_build_tool(_executable(event, args), origins or Origins())
+        executable = _executable(event, args)
+        return _is_build_tool(executable, origins or Origins()) or \
+            _ships_with(library, executable)
     if event in FILE_EVENTS:
         return True  # a library's own file changes: the OS sandbox decides where they may go
     if event == "object.__getattr__":
@@ -228,9 +234,30 @@ def _is_build_tool(executable: str, origins: Origins) -> bool:
         return False  # a "gcc" the candidate wrote into its own dirs
     if _realpath(found) == _realpath(sys.executable):
         return True
-    name = os.path.basename(executable)
-    # cross-prefixed compilers too (x86_64-linux-gnu-g++)
-    return name in BUILD_TOOLS or name.rsplit("-", 1)[-1] in BUILD_TOOLS
+    return _COMPILER_NAME.fullmatch(os.path.basename(executable)) is not None
+
+
+def _ships_with(library: FrameType, executable: str) -> bool:
+    """A library running a binary installed inside its own package (Triton's ``ptxas``)."""
+    found = shutil.which(executable) if executable else None
+    package = _package_dir(library.f_code.co_filename)
+    return bool(found and package) and _realpath(found).startswith(package + os.sep)
+
+
+@cache
+def _package_dir(filename: str) -> str:
+    """The top-level package directory ``filename`` belongs to ('' outside site dirs)."""
+    real = _realpath(filename)
+    for root in sorted(_dirs(p for p in sys.path if os.path.isabs(p)), key=len, reverse=True):
+        if real.startswith(root) and "-packages" + os.sep in root:
+            top = real[len(root):].split(os.sep, 1)[0]
+            return root + top if top and not top.endswith(".py") else ""
+    return ""
+
+
+def executable_of(event: str, args: tuple[Any, ...]) -> str:
+    """The program a spawn event starts, for the flag's message."""
+    return _executable(event, args) if event in _SPAWN_EVENTS else ""
 
 
 def _uses_ctypes(frame: FrameType) -> bool:
