@@ -39,6 +39,7 @@ if str(ROOT) not in sys.path:
 
 from cudal1_evaluator.launch import build, evaluate  # noqa: E402
 from cudal1_evaluator.schema import BuildOutcome, Job, Result  # noqa: E402
+from cudal1_tui.engine.evaluation import FINAL_BUILD_STATUSES, build_verdict  # noqa: E402
 
 HARNESS = Path(__file__).with_name("independent_harness.py")
 
@@ -168,7 +169,10 @@ def compare(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
 def run_pair(pair: Pair, built: BuildOutcome, problem_source: str, problem_file: Path,
              args: argparse.Namespace, arch: str) -> dict[str, Any]:
     started = time.monotonic()
-    result = evaluate(make_job(pair, problem_source, args, arch))
+    job = make_job(pair, problem_source, args, arch)
+    # as the engine does: a build that failed for good is the verdict, nothing is re-built
+    result = (build_verdict(job, built, []) if built.status in FINAL_BUILD_STATUSES
+              else evaluate(job))
     ours = our_row(result, built)
     theirs = independent(pair, problem_file, args, arch)
     expected_key = "expected" if args.device.startswith("cuda") else "expected_cpu"
