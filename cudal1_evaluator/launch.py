@@ -68,7 +68,7 @@ def _spawn(mode: str, text: str, job: Job, *,
            on_progress: sandbox.ProgressFn | None = None,
            cancel: threading.Event | None = None) -> sandbox.Outcome:
     limits = _limits(job)
-    child = warm.take(mode, job.device, limits)
+    child = warm.take(mode, job.device, limits, text, job.build_dir)
     if child is None:
         child = sandbox.Child(mode, limits, job_text=text)
     return child.run(text, job.timeout_s, limits=limits, cancel=cancel, on_progress=on_progress)
@@ -87,10 +87,10 @@ def _prewarm(job: Job) -> None:
     kind skips the start-up; it has seen nothing of this job. On CUDA a profile child too,
     whose profiler starts while it waits."""
     limits = _limits(job)
-    warm.prepare("run", job.device, limits)
-    warm.prepare("referee", job.device, limits)
+    warm.prepare("run", job.device, limits, job.build_dir)
+    warm.prepare("referee", job.device, limits, job.build_dir)
     if _profiles(job):
-        warm.prepare("profile", job.device, limits)
+        warm.prepare("profile", job.device, limits, job.build_dir)
 
 
 def _report(outcome: sandbox.Outcome) -> WorkerReport | None:
@@ -198,8 +198,9 @@ def _explain_referee(cond: conduct.Conductor, referee: conduct.Running, job: Job
 
 def _single(job: Job, on_progress: sandbox.ProgressFn | None,
             cancel: threading.Event | None) -> Result:
-    profiler = warm.take("profile", job.device, _limits(job)) if _profiles(job) else None
     limits = _limits(job)
+    profiler = warm.take("profile", job.device, limits, job.to_json(), job.build_dir) \
+        if _profiles(job) else None
     run_job = replace(job, profile=False) if profiler is not None else job
     text = run_job.to_json()
     referee = conduct.spawn("referee", job, limits, text)

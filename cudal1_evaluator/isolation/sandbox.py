@@ -283,8 +283,6 @@ class Child:
         """Release the child (writing the job first, and sending ``limits``, when it started
         warm) and wait for it."""
         try:
-            if self._go_w is not None and not self.covers(job_text):
-                self._restart_cold(job_text)
             if self._go_w is not None:
                 self.limits = limits or self.limits
                 self.job_path.write_text(job_text or "", encoding="utf-8")
@@ -300,12 +298,6 @@ class Child:
         """Does this warm child's sandbox let it write where the job builds?"""
         return set(sandbox_dirs(self.root, job_text, self._extra_writable)) <= \
             set(self.writable)
-
-    def _restart_cold(self, job_text: str | None) -> None:
-        """The job builds outside the dirs this warm child may write: start a cold one."""
-        self._kill()
-        self._go_w = None
-        self._start(job_text, "")
 
     def _kill(self) -> None:
         if self._go_w is not None:

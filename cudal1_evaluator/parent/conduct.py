@@ -313,12 +313,7 @@ def output_message(metas: list[dict[str, Any]], info: dict[str, Any]) -> str:
 
 
 def spawn(mode: str, job: Job, limits: sandbox.Limits, text: str) -> Running:
-    child = warm.take(mode, job.device, limits)
-    if child is not None and not child.covers(text):
-        # a warm child whose sandbox does not cover this job's build dir would restart cold
-        # inside run(), behind the talk socket the parent already holds: start cold now
-        child.discard()
-        child = None
+    child = warm.take(mode, job.device, limits, text, job.build_dir)
     if child is None:
         child = sandbox.Child(mode, limits, job_text=text, talk=True,
                               writable=writable_for(mode))

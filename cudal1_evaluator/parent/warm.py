@@ -25,30 +25,34 @@ _lock = threading.Lock()
 _idle: dict[str, Child] = {}
 
 
-def _kind(mode: str, device: str, limits: Limits) -> str:
+def _kind(mode: str, device: str, limits: Limits, build_root: str) -> str:
     placeholder = Path("/nonexistent")
     env = scrub_env(dict(os.environ), home=placeholder, tmpdir=placeholder)
     # memory and CPU-time limits are sent with the job: only what is fixed at start counts
     fixed = (limits.address_space, limits.nofile, limits.fsize_mb)
-    text = repr((mode, device, fixed, sorted(env.items())))
+    text = repr((mode, device, fixed, build_root, sorted(env.items())))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def take(mode: str, device: str, limits: Limits) -> Child | None:
-    """A live warm child of this kind, removed from the pool, or None."""
+def take(mode: str, device: str, limits: Limits, job_text: str,
+         build_root: str | None = None) -> Child | None:
+    """A live warm child of this kind whose sandbox covers the job's build dir, removed from
+    the pool, or None (then the caller starts a cold one). The one place a warm child's
+    coverage is checked: a child that cannot write where the job builds is never handed out."""
     with _lock:
-        child = _idle.pop(_kind(mode, device, limits), None)
-    if child is not None and not child.alive():
+        child = _idle.pop(_kind(mode, device, limits, build_root or ""), None)
+    if child is not None and not (child.alive() and child.covers(job_text)):
         child.discard()
         return None
     return child
 
 
-def prepare(mode: str, device: str, limits: Limits) -> None:
-    """Start a warm child of this kind unless one is waiting already."""
+def prepare(mode: str, device: str, limits: Limits, build_root: str | None = None) -> None:
+    """Start a warm child of this kind unless one is waiting already; its sandbox may write
+    ``build_root``, where the next job of this kind builds."""
     if not enabled:
         return
-    kind = _kind(mode, device, limits)
+    kind = _kind(mode, device, limits, build_root or "")
     with _lock:
         current = _idle.get(kind)
         if current is not None and current.alive():
@@ -57,8 +61,9 @@ def prepare(mode: str, device: str, limits: Limits) -> None:
         while len(_idle) >= _MAX_IDLE:
             stale.append(_idle.pop(next(iter(_idle))))
         with contextlib.suppress(OSError):  # no warm child: the next evaluation starts cold
+            writable = (*writable_for(mode), *([build_root] if build_root else []))
             _idle[kind] = Child(mode, limits, warm_device=device, talk=mode in TALKING,
-                                writable=writable_for(mode))
+                                writable=writable)
     for child in stale:
         child.discard()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from evaluator_cases import LINEAR_HONEST, LINEAR_PROBLEM, job, linear_candidate
@@ -15,20 +16,42 @@ from cudal1_evaluator.schema import Flag, Job
 from cudal1_evaluator.wire.report import WorkerReport
 
 
-def test_an_evaluation_leaves_one_warm_worker_and_the_next_uses_it() -> None:
+def test_an_evaluation_leaves_one_warm_worker_and_the_next_uses_it(tmp_path: Path) -> None:
+    """In the app's own build root (not the default one): warm children are made for the
+    root the last job built in, so the next job of the session finds them usable."""
     warm.discard_all()
-    first = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST))
+    built_in = tmp_path / "builds"
+    first = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST, built_in))
     assert first.status == "ok", first.message
     assert warm.count() == 2  # a worker and a referee
     time.sleep(3.0)  # the model writing the next candidate: the warm worker imports torch
     limits = limits_for("cpu", 6144, 120.0)
-    taken = warm.take("run", "cpu", limits)
+    text = job(LINEAR_PROBLEM, LINEAR_HONEST, built_in).to_json()
+    taken = warm.take("run", "cpu", limits, text, str(built_in))
     assert taken is not None and taken.alive() and warm.count() == 1
     taken.discard()
-    second = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST))
+    second = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST, built_in))
     assert second.status == "ok", second.message
     warm.discard_all()
     assert warm.count() == 0
+
+
+def test_a_warm_child_is_never_handed_out_for_a_build_dir_it_cannot_write(
+        tmp_path: Path) -> None:
+    warm.discard_all()
+    limits = limits_for("cpu", 6144, 120.0)
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    warm.prepare("run", "cpu", limits, str(mine))
+    elsewhere = job(LINEAR_PROBLEM, LINEAR_HONEST, other).to_json()
+    assert warm.take("run", "cpu", limits, elsewhere, str(mine)) is None  # discarded
+    assert warm.count() == 0
+    warm.prepare("run", "cpu", limits, str(mine))
+    here = job(LINEAR_PROBLEM, LINEAR_HONEST, mine).to_json()
+    assert warm.take("run", "cpu", limits, here, str(other)) is None  # another kind
+    taken = warm.take("run", "cpu", limits, here, str(mine))
+    assert taken is not None and taken.covers(here)
+    taken.discard()
+    warm.discard_all()
 
 
 def test_a_warm_child_exits_when_released_unused() -> None:
