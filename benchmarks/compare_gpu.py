@@ -5,9 +5,11 @@ harness, in the same run, one row per pair.
     python benchmarks/compare_gpu.py DIR            # DIR/*/problem.py + DIR/*/candidate.py
     python benchmarks/compare_gpu.py MANIFEST --device cpu --only relu_ diag_   # a CPU dry run
 
-1. builds: ``cudal1_evaluator.launch.build`` for every pair in a thread pool of min(16, cores)
-   (each build is its own sandboxed process), one build root per pair;
-2. as each build finishes (in pair order), ``cudal1_evaluator.launch.evaluate`` on the device, then
+1. builds: ``cudal1_evaluator.launch.build`` for every pair in a thread pool (cores less 4),
+   each its own sandboxed process, into one build root keyed by source (as in a session: the
+   evaluator's warm children are made for that root and used pair after pair);
+2. as each build finishes (in the order they finish, so plain-PyTorch pairs are measured
+   while nvcc runs), ``cudal1_evaluator.launch.evaluate`` on the device, then
    ``benchmarks/independent_harness.py`` in a fresh ``python`` process (same build cache, same
    ``TORCH_CUDA_ARCH_LIST``, so it compiles nothing either);
 3. a JSON file with one row per pair and a table; pairs per minute at the end.
@@ -22,13 +24,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,7 +105,7 @@ def make_job(pair: Pair, problem_source: str, args: argparse.Namespace, arch: st
                device=args.device, job_id=pair.name, problem_name=pair.problem.stem,
                correctness_trials=3, timing_budget_s=args.budget, warmup=2, min_samples=10,
                max_samples=100, stable_rel_ci=0.02, timeout_s=args.timeout,
-               build_dir=str(args.build_root / pair.name), cuda_arch=arch)
+               build_dir=str(args.build_root), cuda_arch=arch)
 
 
 def gate_verdict(pair: Pair, problem_source: str) -> dict[str, Any] | None:
@@ -114,15 +118,26 @@ def gate_verdict(pair: Pair, problem_source: str) -> dict[str, Any] | None:
             "codes": sorted({f"{f.code}:{f.severity}" for f in findings})}
 
 
+def keyed_build_dir(pair: Pair, args: argparse.Namespace, arch: str) -> Path:
+    """Where the build stage put this pair's extensions (the evaluator's own key)."""
+    import torch
+
+    from cudal1_evaluator.parent.build_cache import build_key
+
+    key = build_key(pair.candidate.read_text(encoding="utf-8"), torch.__version__,
+                    f"arch-{arch}" if arch else f"cpu-{platform.machine()}")
+    return Path(args.build_root) / key
+
+
 def independent(pair: Pair, problem_file: Path, args: argparse.Namespace, arch: str
                 ) -> dict[str, Any]:
     """The independent harness in a fresh process, reusing the pair's build cache."""
     env = dict(os.environ)
-    keyed = sorted((args.build_root / pair.name).glob("*/"))
-    if keyed:
-        env["TORCH_EXTENSIONS_DIR"] = str(keyed[0] / "torch_extensions")
-        env["TRITON_CACHE_DIR"] = str(keyed[0] / "triton")
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(keyed[0] / "inductor")
+    keyed = keyed_build_dir(pair, args, arch)
+    if keyed.is_dir():
+        env["TORCH_EXTENSIONS_DIR"] = str(keyed / "torch_extensions")
+        env["TRITON_CACHE_DIR"] = str(keyed / "triton")
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(keyed / "inductor")
     if arch:
         env["TORCH_CUDA_ARCH_LIST"] = arch
     out = args.build_root / f"{pair.name}.independent.json"
@@ -138,6 +153,7 @@ def independent(pair: Pair, problem_file: Path, args: argparse.Namespace, arch: 
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         return {"status": "runtime_error", "message": " | ".join(tail)}
     row: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    row["reused_build"] = keyed.is_dir()  # else it compiled for itself, outside the timing
     return row
 
 
@@ -217,16 +233,26 @@ def main() -> int:
     parser.add_argument("--skip", nargs="*", default=[], help="name substrings to drop")
     parser.add_argument("--budget", type=float, default=1.0, help="timing budget per side, s")
     parser.add_argument("--timeout", type=float, default=300.0)
-    parser.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
+    parser.add_argument("--workers", type=int, default=max(1, min(12, (os.cpu_count() or 1) - 4)),
+                        help="parallel builds (cores less 4, kept for the measurements)")
     parser.add_argument("--build-root", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=Path("compare_gpu.json"))
+    parser.add_argument("--skip-names", nargs="*", default=[],
+                        help="exact pair names to drop (the pairs a run cut by --deadline-s "
+                             "measured)")
+    parser.add_argument("--deadline-s", type=float, default=0.0,
+                        help="start no pair after this many seconds (0: no deadline); the "
+                             "rows so far are written and the rest named, for a later --skip")
     args = parser.parse_args()
     args.build_root = args.build_root or Path(tempfile.mkdtemp(prefix="compare-builds-"))
     args.build_root.mkdir(parents=True, exist_ok=True)
-    pairs = chosen(load_pairs(args.target), args.device, args.only, args.skip)
+    pairs = [p for p in chosen(load_pairs(args.target), args.device, args.only, args.skip)
+             if p.name not in args.skip_names]
     if not pairs:
         raise SystemExit("no pairs left after --device/--only/--skip")
     arch = cuda_arch(args.device)
+    if arch:  # part of the build key, as in the build child
+        os.environ["TORCH_CUDA_ARCH_LIST"] = arch
     started = time.monotonic()
     sources, files = {}, {}
     for p in pairs:
@@ -237,23 +263,40 @@ def main() -> int:
     print(f"{len(pairs)} pairs on {args.device}, builds with {args.workers} workers, "
           f"builds under {args.build_root}", flush=True)
     rows: list[dict[str, Any]] = []
-    with ThreadPoolExecutor(args.workers) as pool:
-        builds: dict[str, Future[BuildOutcome]] = {
-            p.name: pool.submit(build, make_job(p, sources[p.name], args, arch)) for p in pairs}
-        for i, pair in enumerate(pairs, 1):
-            built = builds[pair.name].result()
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(args.workers)
+    builds: dict[str, Future[BuildOutcome]] = {
+        p.name: pool.submit(build, make_job(p, sources[p.name], args, arch), cancel=stop)
+        for p in pairs}
+    by_name = {p.name: p for p in pairs}
+    try:
+        # in the order the builds finish: plain-PyTorch pairs are measured while nvcc runs
+        for i, done in enumerate(as_completed(builds.values()), 1):
+            pair = by_name[next(n for n, f in builds.items() if f is done)]
+            if args.deadline_s and time.monotonic() - started > args.deadline_s:
+                measured = {r["name"] for r in rows}
+                left = [p.name for p in pairs if p.name not in measured]
+                print(f"deadline of {args.deadline_s:g} s: {len(left)} pairs not measured: "
+                      f"{' '.join(left)}\nmeasured (for --skip-names): {' '.join(measured)}",
+                      flush=True)
+                break
+            built = done.result()
             row = run_pair(pair, built, sources[pair.name], files[pair.name], args, arch)
             rows.append(row)
-            print(f"[{i}/{len(pairs)}] {pair.name}: ours {row['ours']['status']} "
+            print(f"[{i}/{len(pairs)}] {pair.name}: ours "
+                  f"{row['ours']['status']} "
                   f"{fmt(row['ours']['speedup'])}x, independent "
                   f"{row['independent'].get('status')} {fmt(row['independent'].get('speedup'))}x"
                   f" (build {built.status} {built.compile_time_s:.0f} s, {row['wall_s']:.0f} s)",
                   flush=True)
             write(args.out, args.device, arch, rows, time.monotonic() - started, done=False)
+    finally:
+        stop.set()  # builds still running are cancelled (their children killed)
+        pool.shutdown(wait=True, cancel_futures=True)
     wall = time.monotonic() - started
     print(table(rows))
     print(summary(rows, wall))
-    write(args.out, args.device, arch, rows, wall, done=True)
+    write(args.out, args.device, arch, rows, wall, done=len(rows) == len(pairs))
     return 0
 
 

@@ -74,6 +74,8 @@ def test_batch_comparison_on_cpu(tmp_path: Path) -> None:
     assert payload["complete"] and payload["device"] == "cpu"
     rows = {r["name"]: r for r in payload["rows"]}
     assert set(rows) == {"diag_broadcast", "relu_inplace_input"}
+    # one shared build root; the independent harness finds each pair's keyed dir by its key
+    assert all(r["independent"]["reused_build"] for r in rows.values())
     honest = rows["diag_broadcast"]
     assert honest["ours"]["status"] == "ok" and honest["independent"]["status"] == "ok"
     assert honest["ours"]["speedup"] > 0 and honest["independent"]["speedup"] > 0
@@ -82,3 +84,8 @@ def test_batch_comparison_on_cpu(tmp_path: Path) -> None:
     assert mutating["ours"]["status"] == "rejected" and mutating["as_expected"]
     assert mutating["independent"]["status"] == "ok"  # the simple harness does not look
     assert "pairs/min" in done.stdout
+    report = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "agreement_table.py"), str(out)],
+        capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "- pairs measured: 2," in report
+    assert "| diag_broadcast | ok | ok | ok |" in report

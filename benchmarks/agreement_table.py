@@ -1,0 +1,85 @@
+"""The agreement table of ``docs/benchmarks/agreement.md`` from one or more ``compare_gpu.py``
+JSON files (a run split across calls by ``--deadline-s``), in manifest order.
+
+    python benchmarks/agreement_table.py agreement_a.json agreement_b.json > table.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+MANIFEST = Path(__file__).with_name("corpus") / "manifest.toml"
+
+
+def load_rows(files: list[Path]) -> tuple[list[dict[str, Any]], float]:
+    rows: dict[str, dict[str, Any]] = {}
+    wall = 0.0
+    for f in files:
+        payload = json.loads(f.read_text(encoding="utf-8"))
+        wall += payload.get("wall_s", 0.0)
+        rows.update({r["name"]: r for r in payload["rows"]})
+    order = [p["name"] for p in tomllib.loads(MANIFEST.read_text(encoding="utf-8"))["pair"]]
+    ranked = sorted(rows.values(), key=lambda r: order.index(r["name"])
+                    if r["name"] in order else len(order))
+    return ranked, wall
+
+
+def fmt(x: Any, suffix: str = "×") -> str:
+    return f"{x:.3g}{suffix}" if isinstance(x, int | float) else "—"
+
+
+def verdict(side: dict[str, Any]) -> str:
+    status = str(side.get("status"))
+    rejects = side.get("rejects") or []
+    return f"{status} ({', '.join(rejects)})" if rejects else status
+
+
+def line(r: dict[str, Any]) -> str:
+    ours, theirs = r["ours"], r["independent"]
+    return (f"| {r['name']} | {r['expected'] or '—'} | {verdict(ours)} | {theirs.get('status')} "
+            f"| {fmt(ours.get('speedup'))} | {fmt(theirs.get('speedup'))} "
+            f"| {fmt(theirs.get('strict_speedup'))} | {fmt(r.get('ratio'), '')} "
+            f"| {'yes' if r['within_10pct'] else ('no' if r.get('ratio') else '—')} |")
+
+
+def summary(rows: list[dict[str, Any]], wall: float) -> list[str]:
+    both = [r for r in rows if r["ours"]["status"] == "ok"
+            and r["independent"].get("status") == "ok"]
+    agree = [r for r in both if r["within_10pct"]]
+    far = [r["name"] for r in both if r.get("ratio") and abs(r["ratio"] - 1) > 0.25]
+    honest_rejected = [r["name"] for r in rows if r.get("honest") and r["expected"] == "ok"
+                       and r["gate"] and r["gate"]["verdict"] == "reject"]
+    return [
+        f"- pairs measured: {len(rows)}, in {wall:.0f} s of wall time "
+        f"({60 * len(rows) / max(wall, 1e-9):.1f} pairs/min, builds included)",
+        f"- verdicts the same in both harnesses: {sum(r['same_verdict'] for r in rows)}"
+        f"/{len(rows)}; as the manifest expects: {sum(r['as_expected'] for r in rows)}"
+        f"/{len(rows)}",
+        f"- both call ok: {len(both)}; within ±10 %: {len(agree)}/{len(both)}"
+        f" ({100 * len(agree) / max(len(both), 1):.0f} %); off by more than 25 %: "
+        f"{', '.join(far) or 'none'}",
+        f"- honest, correct pairs the static gate rejects: {', '.join(honest_rejected) or 'none'}",
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+", type=Path)
+    args = parser.parse_args()
+    rows, wall = load_rows(args.files)
+    print("\n".join(summary(rows, wall)))
+    print()
+    print("| pair | expected | ours | independent | our × | independent × (matched) "
+          "| independent × (strict) | ratio | within 10 % |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(line(r))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
