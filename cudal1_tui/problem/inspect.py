@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
+from cudal1_tui.analysis.source_tree import first_error, parse_python, position, text, top_level
+from cudal1_tui.analysis.source_tree import matches as _matches
 from cudal1_tui.problem.model import Inspection, Issue
 from cudal1_tui.problem.signature import signature
 from cudal1_tui.problem.sizing import constants_in
-from cudal1_tui.problem.syntax import first_error, matches, parse, position, text, top_level
 
 _NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp")
 _NATIVE_MARKERS = re.compile(
@@ -49,7 +50,7 @@ def inspect_source(source: str, path: str = "<problem>") -> Inspection:
     if not source.strip():
         result.problems.append(Issue("the file is empty"))
         return result
-    root = parse(source).root_node
+    root = parse_python(source).root_node
     if _looks_native(source, path, root):
         result.problems.append(Issue(
             "this is C/C++/CUDA source, not a Python module: a problem file is PyTorch code "
@@ -57,7 +58,7 @@ def inspect_source(source: str, path: str = "<problem>") -> Inspection:
         return result
     syntax = _syntax_issues(root, source, path)
     scope = _scope(root)
-    result.imports = [text(node) for match in matches(_IMPORT_QUERY, root)
+    result.imports = [text(node) for match in _matches("python", _IMPORT_QUERY, root)
                       for node in match.get("import", [])]
     result.sizes = constants_in(root)
     result.docstring = _module_docstring(root)
@@ -98,7 +99,7 @@ def _looks_native(source: str, path: str, root: Node) -> bool:
 def _without_strings(source: str, root: Node) -> str:
     """The source with Python string literals blanked (a load_inline file embeds CUDA)."""
     data = bytearray(source.encode("utf-8"))
-    for match in matches("(string) @s", root):
+    for match in _matches("python", "(string) @s", root):
         for node in match["s"]:
             data[node.start_byte:node.end_byte] = b" " * (node.end_byte - node.start_byte)
     return data.decode("utf-8", errors="replace")
@@ -282,7 +283,7 @@ def _check_function(scope: _Scope, name: str, role: str) -> list[Issue]:
     line, col = position(node)
     params = signature(node, method=False).params
     required = [p.name for p in params if p.default is None and p.kind in
-                ("positional", "keyword_only")]
+                ("positional", "positional_only", "keyword_only")]
     if required:
         return [Issue(f"`{name}` takes parameters ({', '.join(required)}); the evaluator calls "
                       f"`{name}()` with none: read sizes from module-level constants", line, col)]

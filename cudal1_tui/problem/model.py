@@ -8,7 +8,10 @@ from typing import Any, Literal
 from cudal1_tui.problem.contract import CONTRACT
 
 IssueSeverity = Literal["error", "warning"]
-ParamKind = Literal["positional", "var_positional", "keyword_only", "var_keyword"]
+ParamKind = Literal[
+    "positional", "positional_only", "keyword_only", "var_positional", "var_keyword"
+]
+POSITIONAL_KINDS: tuple[ParamKind, ...] = ("positional", "positional_only")
 
 
 @dataclass
@@ -25,24 +28,34 @@ class Issue:
         return f"{where}: {self.severity}: {self.message}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Param:
     name: str
     default: str | None = None  # source text of the default, None when required
     kind: ParamKind = "positional"
     annotation: str | None = None
 
+    @property
+    def has_default(self) -> bool:
+        return self.default is not None
+
 
 @dataclass
 class Signature:
-    """A method's parameters without ``self``."""
+    """A function's parameters (a method's without ``self``): the one signature type."""
 
     params: list[Param] = field(default_factory=list)
-    line: int = 0
+    line: int = field(default=0, compare=False)
 
     @property
     def names(self) -> list[str]:
         return [p.name for p in self.params]
+
+    def positional(self) -> list[Param]:
+        return [p for p in self.params if p.kind in POSITIONAL_KINDS]
+
+    def takes_varargs(self) -> bool:
+        return any(p.kind == "var_positional" for p in self.params)
 
     def render(self) -> str:
         parts = []
@@ -50,6 +63,15 @@ class Signature:
             prefix = {"var_positional": "*", "var_keyword": "**"}.get(p.kind, "")
             parts.append(prefix + p.name + (f"={p.default}" if p.default is not None else ""))
         return "(" + ", ".join(parts) + ")"
+
+
+@dataclass(frozen=True)
+class ClassSignature:
+    """A class's ``__init__`` and ``forward`` as its body defines them (None: inherited)."""
+
+    init: Signature | None
+    forward: Signature | None
+    bases: tuple[str, ...] = ()
 
 
 @dataclass
