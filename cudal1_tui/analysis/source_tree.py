@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Literal
 
@@ -19,7 +20,7 @@ import tree_sitter_python as tspy
 from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
 
 Lang = Literal["python", "cuda"]
-_CACHED_TREES = 32  # a session's problem, the last replies' blocks and their C++ sources
+_CACHED_TREES = 16  # a session's problem, the last replies' blocks and their C++ sources
 
 
 @cache
@@ -31,6 +32,32 @@ def language(lang: Lang) -> Language:
 @cache
 def _parser(lang: Lang) -> Parser:
     return Parser(language(lang))
+
+
+@dataclass(frozen=True)
+class CPythonError:
+    """Why CPython's own parser refuses a source: its message and 1-based position."""
+
+    message: str
+    line: int | None
+    column: int | None
+    syntax: bool  # False: not a SyntaxError (NUL bytes, nesting too deep, out of memory)
+
+
+@lru_cache(maxsize=_CACHED_TREES)
+def cpython_error(source: str) -> CPythonError | None:
+    """CPython's diagnosis of ``source`` (parse only, nothing runs), None when it parses.
+
+    tree-sitter decides what the code is; CPython, which accepts exactly what will run, names
+    the line and the reason where tree-sitter's error recovery is vague.
+    """
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        return CPythonError(exc.msg, exc.lineno, exc.offset, syntax=True)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return CPythonError(str(exc), None, None, syntax=False)
+    return None
 
 
 @cache

@@ -8,7 +8,6 @@ gate reads the same tree later); nothing from the reply runs here.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
@@ -62,13 +61,12 @@ def _innermost_error(node: Node) -> Node | None:
 
 def _python_error(code: str) -> str:
     """CPython's own diagnosis (parse only, nothing runs): it names the line and the reason."""
-    try:
-        ast.parse(code)
-    except SyntaxError as exc:
-        return f"line {exc.lineno}, column {exc.offset}: {exc.msg}"
-    except (ValueError, RecursionError, MemoryError) as exc:  # e.g. NUL bytes, deep nesting
-        return str(exc)
-    return ""
+    error = ts.cpython_error(code)
+    if error is None:
+        return ""
+    if not error.syntax:  # e.g. NUL bytes, deep nesting
+        return error.message
+    return f"line {error.line}, column {error.column}: {error.message}"
 
 
 def syntax_error(code: str) -> str:
@@ -135,13 +133,10 @@ def _strip_prose(code: str) -> tuple[str, int]:
 
 def _error_line(code: str) -> int | None:
     """The line CPython's parser stops at (1-based), or None when the code parses."""
-    try:
-        ast.parse(code)
-    except SyntaxError as exc:
-        return exc.lineno or 1
-    except (ValueError, RecursionError, MemoryError):
-        return 1
-    return None
+    error = ts.cpython_error(code)
+    if error is None:
+        return None
+    return (error.line or 1) if error.syntax else 1
 
 
 def _pick_block(fences: list[Fence]) -> tuple[Fence | None, list[str]]:
