@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from cudal1_tui.analysis.source_tree import parse_python, text
-from cudal1_tui.proposers.source import (
+from cudal1_tui.proposers.source_surgery import (
     REF_FORWARD,
     REF_INIT,
     render_call_args,

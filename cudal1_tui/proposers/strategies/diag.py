@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from cudal1_tui.analysis.source_tree import parse_python, text
-from cudal1_tui.proposers.source import rename_class
+from cudal1_tui.proposers.source_surgery import rename_class
 from cudal1_tui.proposers.strategies.base import BuiltinCandidate, Context
 
 DIAG_FUNCTIONS = frozenset({"torch.diag", "diag"})
