@@ -10,6 +10,7 @@ parses plain C++ extension sources too. Trees are never edited, which makes shar
 from __future__ import annotations
 
 import ast
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -29,9 +30,22 @@ def language(lang: Lang) -> Language:
     return Language(module.language())
 
 
-@cache
+class _ThreadParsers(threading.local):
+    """One parser per language and thread: a tree-sitter parser is not safe to share, and
+    reply parsing, the gate (in the evaluation pool) and inspection run on several threads."""
+
+    def __init__(self) -> None:
+        self.by_lang: dict[Lang, Parser] = {}
+
+
+_PARSERS = _ThreadParsers()
+
+
 def _parser(lang: Lang) -> Parser:
-    return Parser(language(lang))
+    parser = _PARSERS.by_lang.get(lang)
+    if parser is None:
+        parser = _PARSERS.by_lang[lang] = Parser(language(lang))
+    return parser
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,8 @@ def _strip_prose(code: str) -> tuple[str, int]:
             if any(d[:1] in {" ", "\t"} for d in dropped):
                 continue
             kept = "\n".join(lines[head : len(lines) - tail])
-            if not syntax_error(kept) and _defines_model_new(kept):
+            # CPython first: only a cut it accepts is parsed into a (cached) tree
+            if _error_line(kept) is None and not syntax_error(kept) and _defines_model_new(kept):
                 return kept, head + tail
     return code, 0
 
