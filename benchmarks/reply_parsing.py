@@ -20,7 +20,8 @@ sys.path.insert(0, str(ROOT))
 
 from cudal1_tui.analysis.gate import check_candidate  # noqa: E402
 from cudal1_tui.engine.capping import cap_reply  # noqa: E402
-from cudal1_tui.llm.parsing import parse_reply, signature_of  # noqa: E402
+from cudal1_tui.llm.parsing import parse_reply  # noqa: E402
+from cudal1_tui.problem.signature import class_signature_of  # noqa: E402
 
 GOOD = (ROOT / "tests" / "data" / "replies" / "well_formed.md").read_text()
 REFERENCE = (ROOT / "tests" / "data" / "replies" / "reference_problem.py").read_text()
@@ -57,7 +58,7 @@ SHAPES: dict[str, Callable[[int], str]] = {
 
 def seconds(text: str) -> tuple[float, float]:
     """(parse s, gate s) of one reply."""
-    signature = signature_of(REFERENCE, "Model")
+    signature = class_signature_of(REFERENCE, "Model")
     started = time.perf_counter()
     parsed = parse_reply(text, model_signature=signature)
     parsed_at = time.perf_counter()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from cudal1_tui.analysis import treesitter as ts
+from cudal1_tui.analysis import source_tree as ts
 from cudal1_tui.analysis.pymodule import PyModule, call_arguments
 
 _SOURCE_KEYWORDS = ("cpp_sources", "cuda_sources")

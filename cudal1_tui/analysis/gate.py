@@ -21,21 +21,23 @@ from cudal1_tui.analysis import (
     rules_python,
     rules_sandbox,
 )
-from cudal1_tui.analysis import treesitter as ts
+from cudal1_tui.analysis import source_tree as ts
 from cudal1_tui.analysis.findings import Finding, dedupe
+from cudal1_tui.analysis.parsed_problem import ParsedProblem, parse_problem
 
-__all__ = ["Finding", "check_candidate", "rejected"]
+__all__ = ["Finding", "ParsedProblem", "check_candidate", "parse_problem", "rejected"]
 
 
-def check_candidate(candidate_source: str, problem_source: str) -> list[Finding]:
-    """Every finding on ``candidate_source``, judged against ``problem_source``."""
+def check_candidate(candidate_source: str, problem: str | ParsedProblem) -> list[Finding]:
+    """Every finding on ``candidate_source``, judged against the problem (text or parsed)."""
+    prob = problem if isinstance(problem, ParsedProblem) else parse_problem(problem)
     cand = pymodule.load(candidate_source)
-    prob = pymodule.load(problem_source)
-    findings = [*_syntax(cand), *rules_python.check(cand), *rules_problem.check(cand, prob)]
+    findings = [*_syntax(cand), *rules_python.check(cand),
+                *rules_problem.check(cand, prob)]
     sources = cpp_sources.extract(cand)
     findings += rules_sandbox.check(cand, sources)
     stream_ok = rules_python.uses_cuda_graphs(cand)
-    for f in rules_cuda.check(sources, rules_problem.is_fp32(prob)):
+    for f in rules_cuda.check(sources, prob.fp32):
         if stream_ok and f.code == "side_stream":
             f = Finding(f.code, f.reason + " (next to CUDA graph capture: reported only)", "warn",
                         f.line)

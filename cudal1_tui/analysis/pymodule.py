@@ -8,12 +8,11 @@ assignment (``S = torch.cuda.Stream``) is followed too.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from cudal1_tui.analysis import treesitter as ts
+from cudal1_tui.analysis import source_tree as ts
 
 _BUILTINS = frozenset(dir(builtins))
 
@@ -79,23 +78,15 @@ class PyModule:
         attr = ts.string_value(args[1])
         return f"{base}.{attr}" if base is not None and attr else None
 
-    def top_level(self) -> Iterator[Node]:
+    def top_level(self) -> list[Node]:
         """Statements at module level (decorated definitions unwrapped)."""
-        for child in self.root.named_children:
-            if child.type == "decorated_definition":
-                inner = child.child_by_field_name("definition")
-                if inner is not None:
-                    yield inner
-                    continue
-            yield child
+        return ts.top_level(self.root)
 
     def classes(self) -> dict[str, Node]:
-        return {ts.text(n.child_by_field_name("name")): n
-                for n in self.top_level() if n.type == "class_definition"}
+        return ts.definitions(self.root, "class_definition")
 
     def functions(self) -> dict[str, Node]:
-        return {ts.text(n.child_by_field_name("name")): n
-                for n in self.top_level() if n.type == "function_definition"}
+        return ts.definitions(self.root, "function_definition")
 
     def assignments(self) -> dict[str, Node]:
         """Module-level ``NAME = value``: the value node of the last assignment to NAME."""

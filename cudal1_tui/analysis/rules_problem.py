@@ -9,8 +9,9 @@ from collections.abc import Callable, Iterator
 from tree_sitter import Node
 
 from cudal1_tui.analysis import rules_names as rn
-from cudal1_tui.analysis import treesitter as ts
+from cudal1_tui.analysis import source_tree as ts
 from cudal1_tui.analysis.findings import Finding
+from cudal1_tui.analysis.parsed_problem import ParsedProblem, mode_calls
 from cudal1_tui.analysis.pymodule import PyModule
 
 _INPUT_FUNCTIONS = ("get_inputs", "get_init_inputs")
@@ -27,9 +28,10 @@ _OPS: dict[type, Callable[..., object]] = {
 }
 
 
-def check(cand: PyModule, prob: PyModule) -> list[Finding]:
-    return [*_model_new(cand), *_model_use(cand), *_sizes(cand, prob), *_inputs(cand, prob),
-            *_fallbacks(cand, prob), *_precision(cand, prob), *_mode_switch(cand, prob)]
+def check(cand: PyModule, prob: ParsedProblem) -> list[Finding]:
+    ref = prob.module
+    return [*_model_new(cand), *_model_use(cand), *_sizes(cand, ref), *_inputs(cand, ref),
+            *_fallbacks(cand, ref), *_precision(cand, prob), *_mode_switch(cand, prob)]
 
 
 def _model_new(cand: PyModule) -> Iterator[Finding]:
@@ -196,18 +198,8 @@ def _reference_ops(prob: PyModule) -> tuple[set[str], set[str]]:
     return calls, methods - _PLUMBING
 
 
-def is_fp32(prob: PyModule) -> bool:
-    for node in ts.walk(prob.root):
-        if node.type == "attribute":
-            name = prob.resolve(node) or ""
-            attr = ts.text(node.child_by_field_name("attribute"))
-            if name in rn.PRECISION_NAMES[:3] or attr in rn.PRECISION_METHODS:
-                return False
-    return True
-
-
-def _precision(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
-    if not is_fp32(prob):
+def _precision(cand: PyModule, prob: ParsedProblem) -> Iterator[Finding]:
+    if not prob.fp32:
         return
     for node in ts.walk(cand.root):
         if node.type != "attribute":
@@ -223,24 +215,12 @@ def _precision(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
                           ts.line(node))
 
 
-def _mode_calls(mod: PyModule) -> Iterator[Node]:
-    """``x.eval()`` and ``x.train(False)`` calls."""
-    for node in ts.walk(mod.root):
-        func = node.child_by_field_name("function") if node.type == "call" else None
-        if func is None or func.type != "attribute":
-            continue
-        method = ts.text(func.child_by_field_name("attribute"))
-        args = ts.text(node.child_by_field_name("arguments")).replace(" ", "")
-        if (method == "eval" and args == "()") or (method == "train" and args == "(False)"):
-            yield node
-
-
-def _mode_switch(cand: PyModule, prob: PyModule) -> Iterator[Finding]:
+def _mode_switch(cand: PyModule, prob: ParsedProblem) -> Iterator[Finding]:
     """The reference runs as constructed (training mode unless it switches itself): a
     candidate that switches to eval mode changes what BatchNorm and Dropout compute."""
-    if next(_mode_calls(prob), None) is not None:
+    if prob.switches_mode:
         return
-    for node in _mode_calls(cand):
+    for node in mode_calls(cand):
         yield Finding("mode_switch", f"`{ts.text(node)}` puts the candidate in eval mode, while "
                       "the reference runs in training mode: BatchNorm then uses running "
                       "statistics and Dropout turns off (folding BatchNorm is only valid in "

@@ -8,7 +8,7 @@ from tree_sitter import Node
 
 from cudal1_tui.analysis import rules_forward, temp_paths
 from cudal1_tui.analysis import rules_names as rn
-from cudal1_tui.analysis import treesitter as ts
+from cudal1_tui.analysis import source_tree as ts
 from cudal1_tui.analysis.findings import Finding
 from cudal1_tui.analysis.pymodule import PyModule, call_arguments
 

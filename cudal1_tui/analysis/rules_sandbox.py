@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from tree_sitter import Node
 
 from cudal1_tui.analysis import rules_names as rn
-from cudal1_tui.analysis import treesitter as ts
+from cudal1_tui.analysis import source_tree as ts
 from cudal1_tui.analysis.cpp_sources import CppSource
 from cudal1_tui.analysis.findings import Finding
 from cudal1_tui.analysis.pymodule import PyModule, call_arguments

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from tree_sitter import Node
 
-from cudal1_tui.analysis import treesitter as ts
+from cudal1_tui.analysis import source_tree as ts
 from cudal1_tui.analysis.pymodule import PyModule
 
 

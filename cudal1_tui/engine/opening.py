@@ -17,9 +17,9 @@ from cudal1_tui.engine.evaluation import probe
 from cudal1_tui.engine.events import ProbeFinished, SessionOpened, StageChanged
 from cudal1_tui.engine.workspace import Emit, Problem
 from cudal1_tui.errors import ProblemError
-from cudal1_tui.llm.parsing import signature_of
 from cudal1_tui.problem.inspect import inspect_source
-from cudal1_tui.problem.loader import read_source
+from cudal1_tui.problem.problem_file import read_source
+from cudal1_tui.problem.signature import class_signature_of
 from cudal1_tui.problem.sizing import shrink_for_cpu
 from cudal1_tui.store.meta import SessionMeta
 from cudal1_tui.store.session import Session
@@ -57,7 +57,7 @@ def _problem(path: Path, source: str, name: str, sizes: Sizes, device: str) -> P
     sized = eval_source(source, sizes, device)
     return Problem(name=name, path=path, source=source, eval_source=sized,
                    inspection=inspect_source(sized, str(path)),
-                   signature=signature_of(source, "Model"))
+                   signature=class_signature_of(source, "Model"))
 
 
 def _probe(settings: Settings, problem: Problem, device: str, emit: Emit) -> ProbeResult:

@@ -11,8 +11,7 @@ from cudal1_tui.config import Settings
 from cudal1_tui.engine.events import EngineEvent
 from cudal1_tui.engine.generate import ModelGateway
 from cudal1_tui.engine.pool import EvalPool
-from cudal1_tui.llm.parsing import Signature
-from cudal1_tui.problem.model import Inspection
+from cudal1_tui.problem.model import ClassSignature, Inspection
 from cudal1_tui.prompting import Templates
 from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.store.session import Session
@@ -30,7 +29,7 @@ class Problem:
     # constants with the problem it is measured against, so prompts show those sizes.
     eval_source: str
     inspection: Inspection
-    signature: Signature | None  # Model's, for checking replies
+    signature: ClassSignature | None  # Model's, for checking replies
 
 
 @dataclass

@@ -12,10 +12,19 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
+from cudal1_tui.analysis.source_tree import (
+    CPythonError,
+    cpython_error,
+    first_error,
+    parse_python,
+    position,
+    text,
+    top_level,
+)
+from cudal1_tui.analysis.source_tree import matches as _matches
 from cudal1_tui.problem.model import Inspection, Issue
 from cudal1_tui.problem.signature import signature
 from cudal1_tui.problem.sizing import constants_in
-from cudal1_tui.problem.syntax import first_error, matches, parse, position, text, top_level
 
 _NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp")
 _NATIVE_MARKERS = re.compile(
@@ -49,15 +58,15 @@ def inspect_source(source: str, path: str = "<problem>") -> Inspection:
     if not source.strip():
         result.problems.append(Issue("the file is empty"))
         return result
-    root = parse(source).root_node
+    root = parse_python(source).root_node
     if _looks_native(source, path, root):
         result.problems.append(Issue(
             "this is C/C++/CUDA source, not a Python module: a problem file is PyTorch code "
             "defining `class Model`; a CUDA kernel belongs in a candidate (ModelNew) instead"))
         return result
-    syntax = _syntax_issues(root, source, path)
+    syntax = _syntax_issues(root, source)
     scope = _scope(root)
-    result.imports = [text(node) for match in matches(_IMPORT_QUERY, root)
+    result.imports = [text(node) for match in _matches("python", _IMPORT_QUERY, root)
                       for node in match.get("import", [])]
     result.sizes = constants_in(root)
     result.docstring = _module_docstring(root)
@@ -98,17 +107,17 @@ def _looks_native(source: str, path: str, root: Node) -> bool:
 def _without_strings(source: str, root: Node) -> str:
     """The source with Python string literals blanked (a load_inline file embeds CUDA)."""
     data = bytearray(source.encode("utf-8"))
-    for match in matches("(string) @s", root):
+    for match in _matches("python", "(string) @s", root):
         for node in match["s"]:
             data[node.start_byte:node.end_byte] = b" " * (node.end_byte - node.start_byte)
     return data.decode("utf-8", errors="replace")
 
 
-def _syntax_issues(root: Node, source: str, path: str) -> list[Issue]:
-    python = _python_syntax_error(source, path)  # parsing runs nothing
+def _syntax_issues(root: Node, source: str) -> list[Issue]:
+    python = _python_syntax_error(source)  # parsing runs nothing
     error = first_error(root)
     if error is None:  # tree-sitter accepts a few things CPython rejects (py2 print, ...)
-        return [Issue(f"syntax error: {python.msg}", python.lineno or 0, python.offset or 0)
+        return [Issue(f"syntax error: {python.message}", python.line or 0, python.column or 0)
                 ] if python else []
     line, col = position(error)
     if error.is_missing:
@@ -116,18 +125,13 @@ def _syntax_issues(root: Node, source: str, path: str) -> list[Issue]:
     else:
         snippet = text(error).strip().splitlines()[0][:40] if text(error).strip() else ""
         what = f" near `{snippet}`" if snippet else ""
-    detail = f" (Python: {python.msg}, line {python.lineno})" if python else ""
+    detail = f" (Python: {python.message}, line {python.line})" if python else ""
     return [Issue(f"syntax error{what}{detail}", line, col)]
 
 
-def _python_syntax_error(source: str, path: str) -> SyntaxError | None:
-    try:
-        ast.parse(source, filename=path)
-    except SyntaxError as exc:
-        return exc
-    except ValueError:  # NUL bytes and the like; the loader reports those
-        return None
-    return None
+def _python_syntax_error(source: str) -> CPythonError | None:
+    error = cpython_error(source)
+    return error if error is not None and error.syntax else None  # NUL bytes: the loader
 
 
 def _scope(root: Node) -> _Scope:
@@ -282,7 +286,7 @@ def _check_function(scope: _Scope, name: str, role: str) -> list[Issue]:
     line, col = position(node)
     params = signature(node, method=False).params
     required = [p.name for p in params if p.default is None and p.kind in
-                ("positional", "keyword_only")]
+                ("positional", "positional_only", "keyword_only")]
     if required:
         return [Issue(f"`{name}` takes parameters ({', '.join(required)}); the evaluator calls "
                       f"`{name}()` with none: read sizes from module-level constants", line, col)]

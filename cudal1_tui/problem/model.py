@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Literal, TypedDict
 
 from cudal1_tui.problem.contract import CONTRACT
 
 IssueSeverity = Literal["error", "warning"]
-ParamKind = Literal["positional", "var_positional", "keyword_only", "var_keyword"]
+ParamKind = Literal[
+    "positional", "positional_only", "keyword_only", "var_positional", "var_keyword"
+]
+POSITIONAL_KINDS: tuple[ParamKind, ...] = ("positional", "positional_only")
 
 
 @dataclass
@@ -25,24 +28,34 @@ class Issue:
         return f"{where}: {self.severity}: {self.message}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Param:
     name: str
     default: str | None = None  # source text of the default, None when required
     kind: ParamKind = "positional"
     annotation: str | None = None
 
+    @property
+    def has_default(self) -> bool:
+        return self.default is not None
+
 
 @dataclass
 class Signature:
-    """A method's parameters without ``self``."""
+    """A function's parameters (a method's without ``self``): the one signature type."""
 
     params: list[Param] = field(default_factory=list)
-    line: int = 0
+    line: int = field(default=0, compare=False)
 
     @property
     def names(self) -> list[str]:
         return [p.name for p in self.params]
+
+    def positional(self) -> list[Param]:
+        return [p for p in self.params if p.kind in POSITIONAL_KINDS]
+
+    def takes_varargs(self) -> bool:
+        return any(p.kind == "var_positional" for p in self.params)
 
     def render(self) -> str:
         parts = []
@@ -50,6 +63,15 @@ class Signature:
             prefix = {"var_positional": "*", "var_keyword": "**"}.get(p.kind, "")
             parts.append(prefix + p.name + (f"={p.default}" if p.default is not None else ""))
         return "(" + ", ".join(parts) + ")"
+
+
+@dataclass(frozen=True)
+class ClassSignature:
+    """A class's ``__init__`` and ``forward`` as its body defines them (None: inherited)."""
+
+    init: Signature | None
+    forward: Signature | None
+    bases: tuple[str, ...] = ()
 
 
 @dataclass
@@ -97,7 +119,73 @@ class Inspection:
             lines += ["", CONTRACT]
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["ok"] = self.ok
-        return data
+    def to_dict(self) -> InspectionJson:
+        """The JSON of ``cudal1-tui inspect --json`` (the dataclass fields, plus ``ok``)."""
+        return {
+            "path": self.path,
+            "problems": [_issue_json(i) for i in self.problems],
+            "forward": _signature_json(self.forward),
+            "init": _signature_json(self.init),
+            "sizes": [_size_json(c) for c in self.sizes],
+            "imports": list(self.imports),
+            "docstring": self.docstring,
+            "ok": self.ok,
+        }
+
+
+class IssueJson(TypedDict):
+    message: str
+    line: int
+    col: int
+    severity: IssueSeverity
+
+
+class ParamJson(TypedDict):
+    name: str
+    default: str | None
+    kind: ParamKind
+    annotation: str | None
+
+
+class SignatureJson(TypedDict):
+    params: list[ParamJson]
+    line: int
+
+
+class SizeConstantJson(TypedDict):
+    name: str
+    value: int | float
+    line: int
+    start_byte: int
+    end_byte: int
+
+
+class InspectionJson(TypedDict):
+    path: str
+    problems: list[IssueJson]
+    forward: SignatureJson | None
+    init: SignatureJson | None
+    sizes: list[SizeConstantJson]
+    imports: list[str]
+    docstring: str
+    ok: bool
+
+
+def _issue_json(issue: Issue) -> IssueJson:
+    return {"message": issue.message, "line": issue.line, "col": issue.col,
+            "severity": issue.severity}
+
+
+def _signature_json(signature: Signature | None) -> SignatureJson | None:
+    if signature is None:
+        return None
+    params: list[ParamJson] = [
+        {"name": p.name, "default": p.default, "kind": p.kind, "annotation": p.annotation}
+        for p in signature.params
+    ]
+    return {"params": params, "line": signature.line}
+
+
+def _size_json(size: SizeConstant) -> SizeConstantJson:
+    return {"name": size.name, "value": size.value, "line": size.line,
+            "start_byte": size.start_byte, "end_byte": size.end_byte}

@@ -12,9 +12,9 @@ import re
 
 from tree_sitter import Node
 
+from cudal1_tui.analysis.source_tree import matches, parse_python, position, text
 from cudal1_tui.errors import ProblemError
 from cudal1_tui.problem.model import SizeConstant
-from cudal1_tui.problem.syntax import matches, parse, position, text
 
 Number = int | float
 
@@ -29,7 +29,7 @@ _ITEM = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[-+]?[\w.]+)\s*$
 def constants_in(root: Node) -> list[SizeConstant]:
     """``NAME = <int or float literal>`` statements at module level, in file order."""
     found = []
-    for match in matches(_SIZE_QUERY, root):
+    for match in matches("python", _SIZE_QUERY, root):
         name, value = match["name"][0], match["value"][0]
         try:
             number = ast.literal_eval(text(value))
@@ -42,7 +42,7 @@ def constants_in(root: Node) -> list[SizeConstant]:
 
 
 def size_constants(source: str) -> list[SizeConstant]:
-    return constants_in(parse(source).root_node)
+    return constants_in(parse_python(source).root_node)
 
 
 def with_sizes(source: str, overrides: dict[str, Number]) -> str:

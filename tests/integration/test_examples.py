@@ -68,7 +68,7 @@ def test_example_probe_on_cpu(name: str, cpu_probes: dict[str, dict[str, Any]]) 
                     reason="needs a CUDA GPU")
 @pytest.mark.parametrize("name", NAMES)
 def test_example_probe_on_gpu_at_full_size(name: str) -> None:
-    from cudal1_tui.problem.probe import probe_problem
+    from cudal1_tui.problem.probing import probe_problem
 
     result = probe_problem(EXAMPLES / name, "cuda", timing_budget_s=1.0)
     assert result.ok, result.message

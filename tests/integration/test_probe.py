@@ -13,7 +13,7 @@ import torch
 
 from cudal1_evaluator.schema import ProbeJob, ProbeResult
 from cudal1_evaluator.trusted.problem_probe import DEGENERATE_REL, run_probe
-from cudal1_tui.problem.probe import probe_problem
+from cudal1_tui.problem.probing import probe_problem
 
 PROBE_MODULE = "cudal1_evaluator.trusted.problem_probe"
 RUNTIME = Path(__file__).resolve().parents[1] / "data" / "broken_problems" / "runtime"

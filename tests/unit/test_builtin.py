@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from cudal1_tui.llm.parsing import check_signature, signature_of, syntax_error
+from cudal1_tui.llm.parsing import syntax_error
+from cudal1_tui.llm.signature_check import check_signature
 from cudal1_tui.problem.inspect import inspect_source
+from cudal1_tui.problem.signature import class_signature_of
 from cudal1_tui.proposers import BuiltinCandidate, propose
 from cudal1_tui.proposers.strategies.diag import find_rewrites
 
@@ -112,7 +114,7 @@ def by_strategy(cands: list[BuiltinCandidate]) -> dict[str, BuiltinCandidate]:
 @pytest.mark.parametrize("name", sorted(PROBLEMS))
 def test_every_candidate_parses_and_keeps_model_signatures(name: str, device: str) -> None:
     source = PROBLEMS[name]
-    reference = signature_of(source, "Model")
+    reference = class_signature_of(source, "Model")
     assert reference is not None
     cands = candidates(source, device)
     assert cands, "every valid problem gets at least torch.compile"
@@ -120,7 +122,7 @@ def test_every_candidate_parses_and_keeps_model_signatures(name: str, device: st
         assert cand.source == f"builtin:{cand.strategy}"
         assert syntax_error(cand.code) == "", (cand.strategy, cand.code)
         compile(cand.code, cand.strategy, "exec")  # Python agrees with tree-sitter
-        mine = signature_of(cand.code, "ModelNew")
+        mine = class_signature_of(cand.code, "ModelNew")
         assert mine is not None, cand.strategy
         assert mine.forward is not None and mine.init is not None, cand.strategy
         errors, _ = check_signature(mine, reference, strict_names=True)

@@ -12,7 +12,7 @@ from cudal1_tui.cli.main import main
 from cudal1_tui.errors import ProblemError
 from cudal1_tui.problem.contract import CONTRACT
 from cudal1_tui.problem.inspect import inspect_source
-from cudal1_tui.problem.loader import load_problem, read_source
+from cudal1_tui.problem.problem_file import load_problem, read_source
 from cudal1_tui.problem.sizing import cpu_sizes, shrink_for_cpu, size_constants, with_sizes
 
 BROKEN = Path(__file__).resolve().parents[1] / "data" / "broken_problems"
@@ -258,7 +258,7 @@ def test_cli_json_no_probe(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
 
 
 def test_problem_package_never_imports_torch() -> None:
-    code = ("import sys, cudal1_tui.problem.probe, cudal1_tui.problem.loader, "
+    code = ("import sys, cudal1_tui.problem.probing, cudal1_tui.problem.problem_file, "
             "cudal1_tui.cli.commands.inspect_cmd; assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

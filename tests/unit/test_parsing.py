@@ -10,20 +10,18 @@ import pytest
 from cudal1_tui.llm.parsing import (
     TRUNCATED,
     TRUNCATED_THINK,
-    Param,
     ParsedReply,
-    Signature,
-    check_signature,
-    find_fences,
     parse_reply,
-    signature_of,
-    split_think,
     syntax_error,
 )
+from cudal1_tui.llm.reply_text import find_fences, split_think
+from cudal1_tui.llm.signature_check import check_signature
+from cudal1_tui.problem.model import ClassSignature, Param, Signature
+from cudal1_tui.problem.signature import class_signature_of
 
 REPLIES = Path(__file__).resolve().parents[1] / "data" / "replies"
 REFERENCE = (REPLIES / "reference_problem.py").read_text()
-MODEL = signature_of(REFERENCE, "Model")
+MODEL = class_signature_of(REFERENCE, "Model")
 FINAL_LINE = "        return torch.relu(x @ y) + self.eps"
 NO_SECTIONS = [
     "missing section: Performance Analysis",
@@ -204,49 +202,56 @@ def test_without_reference_signature_only_syntax_and_class_are_checked() -> None
 
 def test_signature_of_reference() -> None:
     assert (
-        Signature(
-            init=(Param("dim"), Param("eps", has_default=True)),
-            forward=(Param("x"), Param("y")),
+        ClassSignature(
+            init=Signature([Param("dim", annotation="int"),
+                            Param("eps", default="1e-5", annotation="float")]),
+            forward=Signature([Param("x", annotation="torch.Tensor"),
+                               Param("y", annotation="torch.Tensor")]),
             bases=("nn.Module",),
         )
         == MODEL
     )
-    assert signature_of(REFERENCE, "ModelNew") is None
+    assert class_signature_of(REFERENCE, "ModelNew") is None
 
 
 def test_signature_kinds() -> None:
     source = (
         "class A(B, metaclass=M):\n    def forward(self, a, /, b: int, *rest, c, d=2, **kw): ...\n"
     )
-    sig = signature_of(source, "A")
-    assert sig is not None and sig.init is None
-    assert sig.forward == (
-        Param("a", "positional_only"),
-        Param("b"),
-        Param("rest", "var_positional"),
-        Param("c", "keyword_only"),
-        Param("d", "keyword_only", has_default=True),
-        Param("kw", "var_keyword"),
-    )
+    sig = class_signature_of(source, "A")
+    assert sig is not None and sig.init is None and sig.forward is not None
+    assert sig.forward.params == [
+        Param("a", kind="positional_only"),
+        Param("b", annotation="int"),
+        Param("rest", kind="var_positional"),
+        Param("c", kind="keyword_only"),
+        Param("d", default="2", kind="keyword_only"),
+        Param("kw", kind="var_keyword"),
+    ]
+
+
+def _sig(*params: Param) -> Signature:
+    return Signature(list(params))
 
 
 def test_check_signature_rules() -> None:
-    ref = Signature(init=(), forward=(Param("x"),))
-    extra_optional = Signature(init=None, forward=(Param("x"), Param("scale", has_default=True)))
+    ref = ClassSignature(init=_sig(), forward=_sig(Param("x")))
+    extra_optional = ClassSignature(init=None, forward=_sig(Param("x"), Param("scale", "1.0")))
     errors, warnings = check_signature(extra_optional, ref)
     assert errors == [] and warnings == [
         "ModelNew.forward takes extra optional parameters: (x, scale=…)"
     ]
-    required_kw = Signature(init=None, forward=(Param("x"), Param("k", "keyword_only")))
+    required_kw = ClassSignature(init=None,
+                                 forward=_sig(Param("x"), Param("k", kind="keyword_only")))
     errors, _ = check_signature(required_kw, ref)
     assert errors == [
         "ModelNew.forward(x, k) does not match Model.forward(x): keep the parameters of "
         "Model.forward"
     ]
-    inherits = Signature(init=None, forward=None, bases=("Model",))
+    inherits = ClassSignature(init=None, forward=None, bases=("Model",))
     assert check_signature(inherits, ref) == ([], [])
-    no_init_but_needed = Signature(init=None, forward=(Param("x"),))
-    ref_with_init = Signature(init=(Param("n"),), forward=(Param("x"),))
+    no_init_but_needed = ClassSignature(init=None, forward=_sig(Param("x")))
+    ref_with_init = ClassSignature(init=_sig(Param("n")), forward=_sig(Param("x")))
     errors, _ = check_signature(no_init_but_needed, ref_with_init)
     assert errors == [
         "ModelNew.__init__() does not match Model.__init__(n): keep the parameters of "

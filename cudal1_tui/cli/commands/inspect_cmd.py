@@ -15,9 +15,9 @@ from rich.table import Table
 from cudal1_evaluator.schema import ProbeResult, TensorSpec
 from cudal1_tui.errors import ProblemError
 from cudal1_tui.problem.inspect import inspect_source
-from cudal1_tui.problem.loader import read_source
 from cudal1_tui.problem.model import Inspection
-from cudal1_tui.problem.probe import probe_problem
+from cudal1_tui.problem.probing import probe_problem
+from cudal1_tui.problem.problem_file import read_source
 from cudal1_tui.problem.sizing import cpu_sizes, shrink_for_cpu
 
 NAME = "inspect"

@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def static_errors(path: Path) -> list[str]:
     """``file:line:col: error: …`` lines for a file that breaks the problem contract."""
     from cudal1_tui.problem.inspect import inspect_source
-    from cudal1_tui.problem.loader import read_source
+    from cudal1_tui.problem.problem_file import read_source
 
     inspection = inspect_source(read_source(path), str(path))
     return [issue.render(str(path)) for issue in inspection.errors]

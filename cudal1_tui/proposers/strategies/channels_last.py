@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from cudal1_tui.problem.syntax import parse, text
-from cudal1_tui.proposers.source import (
+from cudal1_tui.analysis.source_tree import parse_python, text
+from cudal1_tui.proposers.source_surgery import (
     REF_FORWARD,
     REF_INIT,
     render_call_args,
@@ -37,7 +37,7 @@ def _to_contiguous(out):
 def conv_dims(source: str) -> set[int]:
     """Spatial ranks (2, 3) of the convolutions the module uses, found with tree-sitter."""
     dims: set[int] = set()
-    stack = [parse(source).root_node]
+    stack = [parse_python(source).root_node]
     while stack:
         node = stack.pop()
         stack.extend(node.children)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from cudal1_tui.proposers.source import (
+from cudal1_tui.proposers.source_surgery import (
     CLONE_OUTPUTS,
     REF_FORWARD,
     REF_INIT,

@@ -8,7 +8,7 @@ The graph is re-captured when input shapes, dtypes or non-tensor arguments chang
 
 from __future__ import annotations
 
-from cudal1_tui.proposers.source import (
+from cudal1_tui.proposers.source_surgery import (
     CLONE_OUTPUTS,
     REF_FORWARD,
     REF_INIT,

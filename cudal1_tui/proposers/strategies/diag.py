@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from cudal1_tui.problem.syntax import parse, text
-from cudal1_tui.proposers.source import rename_class
+from cudal1_tui.analysis.source_tree import parse_python, text
+from cudal1_tui.proposers.source_surgery import rename_class
 from cudal1_tui.proposers.strategies.base import BuiltinCandidate, Context
 
 DIAG_FUNCTIONS = frozenset({"torch.diag", "diag"})
@@ -68,7 +68,7 @@ def _operands(node: Node) -> tuple[Node, Node] | None:
 def find_rewrites(source: str) -> list[Rewrite]:
     """Outermost diagonal products in ``source``, as byte-range replacements."""
     found: list[Rewrite] = []
-    stack = [parse(source).root_node]
+    stack = [parse_python(source).root_node]
     while stack:
         node = stack.pop()
         pair = _operands(node)

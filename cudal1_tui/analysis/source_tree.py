@@ -1,14 +1,19 @@
-"""tree-sitter plumbing for Python and CUDA/C++ sources: parsers, cached queries, node text.
+"""The one source reader: tree-sitter parsers, queries and node helpers for Python and CUDA/C++.
 
-Shared by the static gate and any other module that reads candidate code. The CUDA grammar
-(tree-sitter-cuda) is a superset of C++, so it parses plain C++ extension sources too.
+Every module that reads code (reply parsing, the static gate, problem inspection, proposers)
+parses through here. Languages, parsers and queries are made once; trees are cached by source
+text, so the same code (a reply's block, then the gate's candidate; the problem, for every
+candidate) is parsed once. The CUDA grammar (tree-sitter-cuda) is a superset of C++, so it
+parses plain C++ extension sources too. Trees are never edited, which makes sharing them safe.
 """
 
 from __future__ import annotations
 
 import ast
+import threading
 from collections.abc import Iterator
-from functools import cache
+from dataclasses import dataclass
+from functools import cache, lru_cache
 from typing import Literal
 
 import tree_sitter_cuda as tscuda
@@ -16,6 +21,7 @@ import tree_sitter_python as tspy
 from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
 
 Lang = Literal["python", "cuda"]
+_CACHED_TREES = 16  # a session's problem, the last replies' blocks and their C++ sources
 
 
 @cache
@@ -24,9 +30,48 @@ def language(lang: Lang) -> Language:
     return Language(module.language())
 
 
-@cache
+class _ThreadParsers(threading.local):
+    """One parser per language and thread: a tree-sitter parser is not safe to share, and
+    reply parsing, the gate (in the evaluation pool) and inspection run on several threads."""
+
+    def __init__(self) -> None:
+        self.by_lang: dict[Lang, Parser] = {}
+
+
+_PARSERS = _ThreadParsers()
+
+
 def _parser(lang: Lang) -> Parser:
-    return Parser(language(lang))
+    parser = _PARSERS.by_lang.get(lang)
+    if parser is None:
+        parser = _PARSERS.by_lang[lang] = Parser(language(lang))
+    return parser
+
+
+@dataclass(frozen=True)
+class CPythonError:
+    """Why CPython's own parser refuses a source: its message and 1-based position."""
+
+    message: str
+    line: int | None
+    column: int | None
+    syntax: bool  # False: not a SyntaxError (NUL bytes, nesting too deep, out of memory)
+
+
+@lru_cache(maxsize=_CACHED_TREES)
+def cpython_error(source: str) -> CPythonError | None:
+    """CPython's diagnosis of ``source`` (parse only, nothing runs), None when it parses.
+
+    tree-sitter decides what the code is; CPython, which accepts exactly what will run, names
+    the line and the reason where tree-sitter's error recovery is vague.
+    """
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        return CPythonError(exc.msg, exc.lineno, exc.offset, syntax=True)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return CPythonError(str(exc), None, None, syntax=False)
+    return None
 
 
 @cache
@@ -34,6 +79,7 @@ def query(lang: Lang, pattern: str) -> Query:
     return Query(language(lang), pattern)
 
 
+@lru_cache(maxsize=_CACHED_TREES)
 def parse(lang: Lang, source: str) -> Tree:
     return _parser(lang).parse(source.encode("utf-8"))
 
@@ -66,6 +112,41 @@ def text(node: Node | None) -> str:
 def line(node: Node) -> int:
     """1-based line of a node's start."""
     return node.start_point[0] + 1
+
+
+def position(node: Node) -> tuple[int, int]:
+    """1-based (line, column) of a node's start, as editors show it."""
+    row, col = node.start_point
+    return row + 1, col + 1
+
+
+def first_error(root: Node) -> Node | None:
+    """The first ERROR or MISSING node in document order, or None."""
+    if not root.has_error:
+        return None
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            return node
+        stack.extend(reversed([c for c in node.children if c.has_error or c.is_missing]))
+    return None
+
+
+def unwrap(node: Node) -> Node:
+    """The definition inside a ``decorated_definition``; any other node itself."""
+    inner = node.child_by_field_name("definition") if node.type == "decorated_definition" else None
+    return inner or node
+
+
+def top_level(block: Node) -> list[Node]:
+    """The statements directly in a module or block, decorated definitions unwrapped."""
+    return [unwrap(child) for child in block.named_children]
+
+
+def definitions(block: Node, kind: str) -> dict[str, Node]:
+    """``class_definition``/``function_definition`` nodes directly in ``block``, by name."""
+    return {text(n.child_by_field_name("name")): n for n in top_level(block) if n.type == kind}
 
 
 def ancestors(node: Node) -> Iterator[Node]:

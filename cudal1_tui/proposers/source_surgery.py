@@ -11,8 +11,8 @@ import textwrap
 
 from tree_sitter import Node
 
+from cudal1_tui.analysis.source_tree import parse_python, text
 from cudal1_tui.problem.model import Param, Signature
-from cudal1_tui.problem.syntax import parse, text
 
 CLONE_OUTPUTS = '''
 def _clone_outputs(out):
@@ -77,7 +77,7 @@ def rename_class(source: str, new_name: str, *, extra: list[tuple[int, int, str]
     they must not overlap a renamed identifier.
     """
     data = source.encode("utf-8")
-    root = parse(source).root_node
+    root = parse_python(source).root_node
     edits = list(extra or [])
     if strip_harness:
         edits += _harness_ranges(root)
@@ -146,7 +146,7 @@ def render_call_args(signature: Signature) -> str:
 
 def is_simple(signature: Signature) -> bool:
     """Only plain positional parameters (no ``*args``, ``**kw`` or keyword-only)."""
-    return all(p.kind == "positional" for p in signature.params)
+    return all(p.kind in ("positional", "positional_only") for p in signature.params)
 
 
 def _model_class(root: Node) -> Node | None:
@@ -191,7 +191,7 @@ def wrap_reference(problem_source: str, header: str, helpers: str, methods: str)
     module level. ``ModelNew`` does not derive from the reference: the evaluator rejects
     that as running the reference instead of the candidate's own code.
     """
-    root = parse(problem_source).root_node
+    root = parse_python(problem_source).root_node
     cls = _model_class(root)
     body = cls.child_by_field_name("body") if cls is not None else None
     if cls is None or body is None or not body.named_children:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cudal1_evaluator.launch import probe as launch_probe
 from cudal1_evaluator.schema import ProbeJob, ProbeResult
-from cudal1_tui.problem.loader import read_source
+from cudal1_tui.problem.problem_file import read_source
 
 
 def probe_problem(
