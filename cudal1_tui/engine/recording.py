@@ -7,14 +7,14 @@ from typing import Any
 
 from cudal1_evaluator.reward import score
 from cudal1_evaluator.schema import Flag, Result
-from cudal1_tui.store.naming import new_record_id, now_iso
-from cudal1_tui.store.records import (
+from cudal1_tui.records import (
     CandidateRecord,
     ExemplarRef,
     Message,
     ParsedSections,
     SamplingSettings,
 )
+from cudal1_tui.store.naming import new_record_id, now_iso
 
 
 @dataclass

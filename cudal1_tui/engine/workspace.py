@@ -14,7 +14,7 @@ from cudal1_tui.engine.pool import EvalPool
 from cudal1_tui.llm.parsing import Signature
 from cudal1_tui.problem.model import Inspection
 from cudal1_tui.prompting import Templates
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store.session import Session
 
 Emit = Callable[[EngineEvent], None]

@@ -17,7 +17,7 @@ from typing import Literal
 import tree_sitter_python
 from tree_sitter import Language, Node, Parser
 
-from cudal1_tui.store.records import ParsedSections
+from cudal1_tui.records import ParsedSections
 
 ParamKind = Literal[
     "positional", "positional_only", "keyword_only", "var_positional", "var_keyword"

@@ -21,8 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from cudal1_tui.replay.config import DEFAULT_MODEL, Faults, ReplayConfig, faults_for
-from cudal1_tui.replay.protocol import (
+from cudal1_tui.replay.openai_wire import (
     ChatRequest,
     ChoicePlan,
     Envelope,
@@ -38,7 +37,8 @@ from cudal1_tui.replay.protocol import (
     usage_dict,
 )
 from cudal1_tui.replay.quirks import STREAM_QUIRKS, answer, stream_quirk_event
-from cudal1_tui.replay.source import ReplyBook, load_replies
+from cudal1_tui.replay.replay_config import DEFAULT_MODEL, Faults, ReplayConfig, faults_for
+from cudal1_tui.replay.reply_source import ReplyBook, load_replies
 
 MAX_BODY = 32 * 1024 * 1024
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cudal1_tui.errors import SessionError
-from cudal1_tui.store.records import TRACE_SCHEMA_VERSION, CandidateRecord, DecisionRecord
+from cudal1_tui.records import TRACE_SCHEMA_VERSION, CandidateRecord, DecisionRecord
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 
 
 def _median(result: Mapping[str, Any], key: str) -> float | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 
 STATUS_STYLE: dict[str, str] = {
     "ok": "green",

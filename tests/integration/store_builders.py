@@ -7,14 +7,14 @@ from pathlib import Path
 from cudal1_evaluator.reward import score
 from cudal1_evaluator.schema import Flag, Result, TimingSummary, TrialReport
 from cudal1_tui.config import Settings
-from cudal1_tui.store import Session, SessionMeta, new_record_id
-from cudal1_tui.store.records import (
+from cudal1_tui.records import (
     CandidateRecord,
     ExemplarRef,
     Message,
     ParsedSections,
     SamplingSettings,
 )
+from cudal1_tui.store import Session, SessionMeta, new_record_id
 
 REFERENCE = '''import torch
 import torch.nn as nn

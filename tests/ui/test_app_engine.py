@@ -11,8 +11,8 @@ from textual.widgets import Button, Input, Log, RadioButton, Static, TextArea
 from ui_helpers import SIZE, engine_settings, plain, wait_until
 
 from cudal1_tui.config import Settings
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
-from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.store.session import Session
 from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.screens.confirm import ConfirmScreen

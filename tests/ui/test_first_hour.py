@@ -19,7 +19,7 @@ from ui_helpers import SIZE, plain, wait_until
 from cudal1_evaluator.schema import Result, TimingSummary
 from cudal1_tui.config import Settings
 from cudal1_tui.engine import events as ev
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.messages import EngineEventPosted, RecordsLoaded
 from cudal1_tui.ui.screens.confirm import ConfirmScreen

@@ -21,7 +21,7 @@ from textual.widgets import Log
 from ui_helpers import SIZE, engine_settings, wait_until
 
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
-from cudal1_tui.replay.protocol import plan_choice, stream_pieces
+from cudal1_tui.replay.openai_wire import plan_choice, stream_pieces
 from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.display import DisplayOptions
 from cudal1_tui.ui.screens.export import ExportScreen

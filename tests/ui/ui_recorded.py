@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from cudal1_evaluator.schema import Flag, Result, TimingSummary, TrialReport
 from cudal1_tui.engine import events as ev
-from cudal1_tui.store.records import CandidateRecord, ParsedSections
+from cudal1_tui.records import CandidateRecord, ParsedSections
 
 REFERENCE = '''import torch
 import torch.nn as nn

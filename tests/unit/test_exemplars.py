@@ -9,7 +9,7 @@ from collections import Counter
 from cudal1_tui.config import Settings
 from cudal1_tui.prompting.budget import estimate_tokens, fit_exemplars, truncate_code
 from cudal1_tui.prompting.excerpt import error_excerpt
-from cudal1_tui.prompting.exemplars import (
+from cudal1_tui.prompting.exemplar_selection import (
     Exemplar,
     ExemplarCandidate,
     SelectionPolicy,
@@ -19,7 +19,7 @@ from cudal1_tui.prompting.exemplars import (
     select_exemplars,
 )
 from cudal1_tui.prompting.render import NO_EXEMPLARS, format_exemplars
-from cudal1_tui.store.records import CandidateRecord, ExemplarRef
+from cudal1_tui.records import CandidateRecord, ExemplarRef
 
 
 def ok(rid: str, speedup: float, **kw: str) -> ExemplarCandidate:

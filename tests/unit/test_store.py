@@ -12,9 +12,9 @@ import pytest
 from cudal1_evaluator.schema import Result, TimingSummary
 from cudal1_tui.config import Settings
 from cudal1_tui.errors import SessionError
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store import Session, SessionMeta, list_sessions, new_record_id, resolve_session
-from cudal1_tui.store.records import CandidateRecord
-from cudal1_tui.store.rescore import parse_params, read_rescored, rescore, write_rescored
+from cudal1_tui.store.rescoring import parse_params, read_rescored, rescore, write_rescored
 
 REFERENCE = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n" \
     "        return x * 2\n\ndef get_inputs():\n    return [torch.ones(4)]\n\n" \

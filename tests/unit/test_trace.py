@@ -16,8 +16,8 @@ import pytest
 from cudal1_evaluator.schema import Result, TimingSummary
 from cudal1_tui.config import Settings
 from cudal1_tui.errors import SessionError
+from cudal1_tui.records import TRACE_SCHEMA_VERSION, CandidateRecord, DecisionRecord
 from cudal1_tui.store import Session
-from cudal1_tui.store.records import TRACE_SCHEMA_VERSION, CandidateRecord, DecisionRecord
 from cudal1_tui.store.trace import TraceWriter, fold_decisions, read_trace
 
 REFERENCE = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n" \

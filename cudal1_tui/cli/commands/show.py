@@ -13,9 +13,9 @@ from cudal1_tui.cli.commands.sessions import speed
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
 from cudal1_tui.cli.session_refs import resolve_ref
 from cudal1_tui.config import sessions_dir
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store import Session
 from cudal1_tui.store.measure import flag_codes
-from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.uncertainty import interval_text, noisy, precision_text, speedup_interval
 
 NAME = "show"

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cudal1_tui.store.records import CandidateRecord
-from cudal1_tui.store.rescore import read_rescored, rescored_path
+from cudal1_tui.records import CandidateRecord
+from cudal1_tui.store.rescoring import read_rescored, rescored_path
 from cudal1_tui.store.session import Session
 
 GOOD_SPEEDUP = 1.01  # CUDA-L1's threshold: below it a candidate is not an improvement

@@ -13,6 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store.export.common import (
     ExportOptions,
     SessionData,
@@ -22,7 +23,6 @@ from cudal1_tui.store.export.common import (
     selected,
     write_jsonl,
 )
-from cudal1_tui.store.records import CandidateRecord
 
 EXTENSION = "jsonl"
 

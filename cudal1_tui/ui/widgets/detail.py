@@ -15,7 +15,7 @@ from textual.widgets import (
     TextArea,
 )
 
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.diffing import Layout, render_diff, stats
 from cudal1_tui.ui.format import STATUS_STYLE
 from cudal1_tui.ui.syntax import cuda_highlight_query, cuda_language, cuda_sources

@@ -1,4 +1,5 @@
-"""The trace record: one per candidate, appended to ``trace.jsonl``.
+"""The domain records: messages, sampling settings, parsed sections, exemplar references and
+the trace record (one per candidate, appended to ``trace.jsonl`` by the store).
 
 Schema-versioned. Exports (SFT, preference, verl) are derived from these records.
 A record is written once when its verdict is known; later decisions (accept,

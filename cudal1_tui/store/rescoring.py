@@ -16,8 +16,8 @@ from typing import Any
 
 from cudal1_evaluator import reward as rewards
 from cudal1_tui.errors import SessionError
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store.measure import noise_of, speedup_from_result
-from cudal1_tui.store.records import CandidateRecord
 
 
 @dataclass

@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from cudal1_tui.replay.config import ReasoningStyle
-from cudal1_tui.replay.source import Reply
+from cudal1_tui.replay.replay_config import ReasoningStyle
+from cudal1_tui.replay.reply_source import Reply
 
 CHARS_PER_TOKEN = 4
 MAX_N = 16
