@@ -336,14 +336,14 @@ class SessionView(App[int]):
         self._logged.add(record.record_id)
         result = record.result
         self.log_line(f"── {record.round}.{record.slot} {record.source}: {record.status}")
-        for line in (record.parse_error, str(result.get("message", ""))):
+        for line in (record.parse_error, result.message):
             if line:
                 self.log_line(line)
-        for flag in result.get("flags", []) or []:
-            self.log_line(f"integrity {flag.get('code')}: {flag.get('reason')}")
+        for flag in result.flags:
+            self.log_line(f"integrity {flag.code}: {flag.reason}")
         for finding in record.gate_findings:
-            self.log_line(f"static gate: {finding}")
-        compile_log = str(result.get("compile_log", "")).strip()
+            self.log_line(f"static gate: {finding.code}: {finding.reason}")
+        compile_log = result.compile_log.strip()
         if compile_log and record.status == "compile_error":
             self.log_line(compile_log[-4000:])
 

@@ -9,6 +9,7 @@ import ui_recorded as recorded
 from textual.widgets import Input, Label, Log, Static
 from ui_helpers import SIZE, plain, wait_until
 
+from cudal1_evaluator.schema import Flag
 from cudal1_tui.config import DEFAULT_KEYS, Settings
 from cudal1_tui.engine import events as ev
 from cudal1_tui.ui.app import CudaL1App
@@ -107,8 +108,7 @@ async def test_mouse_sorts_by_a_column_and_selects_a_row() -> None:
 async def test_accept_asks_to_confirm_when_flags_are_present() -> None:
     app = _app()
     records = recorded.records()
-    warned = dict(records[0].result, flags=[{"code": "tf32", "reason": "TF32 matmuls",
-                                              "severity": "warn"}])
+    warned = replace(records[0].result, flags=[Flag("tf32", "TF32 matmuls", "warn")])
     records[0] = replace(records[0], result=warned)
     async with app.run_test(size=SIZE) as pilot:
         await _load(app, records)

@@ -37,7 +37,7 @@ def record(session: Session, round_: int, slot: int, *, ref_ms: float = 2.0,
     speedup = ref_ms / cand_ms if ok else None
     result = Result(status=status, correct=ok, speedup=speedup,  # type: ignore[arg-type]
                     timing={"reference": TimingSummary(median_ms=ref_ms, n=20),
-                            "candidate": TimingSummary(median_ms=cand_ms, n=20)}).to_dict()
+                            "candidate": TimingSummary(median_ms=cand_ms, n=20)})
     code = f"import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
         f"        return x + x  # round {round_} slot {slot}\n"
     return CandidateRecord(

@@ -30,7 +30,7 @@ def make_record(record_id: str, round_: int = 1, slot: int = 0, speedup: float =
     ok = status == "ok"
     result = Result(status=status, correct=ok, speedup=speedup if ok else None,  # type: ignore[arg-type]
                     timing={"reference": TimingSummary(median_ms=speedup, n=10),
-                            "candidate": TimingSummary(median_ms=1.0, n=10)}).to_dict()
+                            "candidate": TimingSummary(median_ms=1.0, n=10)})
     return CandidateRecord(record_id=record_id, session_id="s", round=round_, slot=slot,
                            source="model", problem_name="double",
                            code="class ModelNew: pass\n", result=result,
