@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from cudal1_evaluator.schema import Result
+from cudal1_evaluator.schema import ProbeResult, Result
 from cudal1_tui.records import CandidateRecord
 
 STATUS_STYLE: dict[str, str] = {
@@ -60,10 +58,9 @@ def record_flags(record: CandidateRecord) -> list[str]:
     return record.flag_codes(include_info=False)
 
 
-def device_text(device: str, details: dict[str, Any]) -> str:
+def device_text(device: str, probe: ProbeResult | None) -> str:
     """``cuda:0 (NVIDIA H100 80GB HBM3)`` when the probe named the GPU, else the device."""
-    info = details.get("device")
-    name = info.get("name") if isinstance(info, dict) else None
+    name = probe.device.get("name") if probe is not None else None
     return f"{device} ({name})" if name else device
 
 
