@@ -84,3 +84,16 @@ def test_a_finished_record_keeps_the_draft_and_shows_a_gate_warning_once() -> No
     assert record.result is result and record.gate_findings == []
     assert record.flag_codes(include_info=False) == ["static_sync"]
     assert record.record_id.startswith("r002s1-") and record.started_at
+
+
+def test_traces_written_by_earlier_versions_load_without_warnings() -> None:
+    root = Path(__file__).resolve().parents[2]
+    traces = sorted([*(root / "docs").glob("benchmarks/**/trace.jsonl"),
+                     *(root / "examples").glob("sessions/**/trace.jsonl")])
+    assert traces, "the repository ships recorded traces"
+    for trace in traces:
+        contents = read_trace(trace)
+        assert contents.warnings == [] and contents.candidates, trace
+        for record in contents.candidates:
+            assert isinstance(record.result, Result)
+            assert CandidateRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
