@@ -138,7 +138,11 @@ def test_kill_9_mid_append_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     session.close()
     script = tmp_path / "appender.py"
     script.write_text(APPENDER)
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    # the child imports this checkout's package, not whichever one is installed
+    repo = str(Path(__file__).resolve().parents[2])
+    pythonpath = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+           "PYTHONPATH": pythonpath}
     child = subprocess.Popen([sys.executable, str(script), str(path), str(Path(__file__).parent)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert child.stdout is not None
