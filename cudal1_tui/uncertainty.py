@@ -12,15 +12,12 @@ import math
 import os
 
 from cudal1_evaluator.schema import Result, TimingSummary
+from cudal1_tui.measurements import positive
 
 # (p90 - p10) / median above this for either side: the machine was busy or the op too short.
 NOISY_SPREAD = 0.10
 
 
-def _positive(value: float) -> float | None:
-    if isinstance(value, int | float) and math.isfinite(value) and value > 0:
-        return float(value)
-    return None
 
 
 def speedup_interval(result: Result) -> tuple[float, float] | None:
@@ -29,8 +26,8 @@ def speedup_interval(result: Result) -> tuple[float, float] | None:
     ref, cand = result.timing.get("reference"), result.timing.get("candidate")
     if ref is None or cand is None:
         return None
-    ref_lo, ref_hi = _positive(ref.p10_ms), _positive(ref.p90_ms)
-    cand_lo, cand_hi = _positive(cand.p10_ms), _positive(cand.p90_ms)
+    ref_lo, ref_hi = positive(ref.p10_ms), positive(ref.p90_ms)
+    cand_lo, cand_hi = positive(cand.p10_ms), positive(cand.p90_ms)
     if ref_lo is None or ref_hi is None or cand_lo is None or cand_hi is None:
         return None
     return ref_lo / cand_hi, ref_hi / cand_lo

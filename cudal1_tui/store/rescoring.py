@@ -15,8 +15,8 @@ from pathlib import Path
 
 from cudal1_evaluator import reward as rewards
 from cudal1_tui.errors import SessionError
+from cudal1_tui.measurements import noise_of, speedup_from_result
 from cudal1_tui.records import CandidateRecord, JsonObject
-from cudal1_tui.store.measure import noise_of, speedup_from_result
 
 
 @dataclass

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from cudal1_tui import __version__
 from cudal1_tui.errors import ExportError
+from cudal1_tui.measurements import candidate_ms, max_errors, reference_ms
 from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store.export.common import ExportOptions, SessionData
-from cudal1_tui.store.measure import candidate_ms, max_errors, reference_ms
 from cudal1_tui.store.naming import now_iso
 from cudal1_tui.uncertainty import precision_text
 

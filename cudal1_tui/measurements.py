@@ -1,4 +1,4 @@
-"""Read what a stored result measured.
+"""What a result measured: medians, speedups, errors, the noise band.
 
 Timing keys are the evaluator's: ``timing["reference"]`` (eager reference, timed beside the
 candidate) and ``timing["candidate"]``. Results without both fall back to the stored
