@@ -84,16 +84,16 @@ def run_session(problem: str, base_url: str, sessions: Path, rounds: int,
     elapsed = time.monotonic() - started
     rows = []
     for record in engine.records():
-        result = record.result or {}
-        timing = result.get("timing", {})
+        result = record.result
+        candidate, reference = result.timing.get("candidate"), result.timing.get("reference")
         rows.append({
             "round": record.round, "source": record.source, "status": record.status,
             "speedup": record.speedup, "reward": record.reward, "decision": record.decision,
-            "candidate_ms": (timing.get("candidate") or {}).get("median_ms"),
-            "reference_ms": (timing.get("reference") or {}).get("median_ms"),
-            "flags": [f.get("code") for f in result.get("flags", [])],
-            "message": (result.get("message") or record.parse_error or "")[:160],
-            "compile_time_s": result.get("compile_time_s"),
+            "candidate_ms": candidate.median_ms if candidate else None,
+            "reference_ms": reference.median_ms if reference else None,
+            "flags": [f.code for f in result.flags],
+            "message": (result.message or record.parse_error or "")[:160],
+            "compile_time_s": result.compile_time_s,
         })
     accepted = engine.accepted()
     out = {"problem": problem, "session": str(engine.session_path), "elapsed_s": elapsed,

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from cudal1_tui.config import EffectiveSettings, sessions_dir
 from cudal1_tui.config.loader import read_config_file
 from cudal1_tui.errors import ConfigError
-from cudal1_tui.llm.probe import probe_server
+from cudal1_tui.llm.server_probe import probe_server
 
 Status = Literal["ok", "missing", "warn"]
 
@@ -78,7 +78,7 @@ def check_tool(name: str, candidates: list[str], flag: str, fix: str) -> Check:
 
 
 def check_endpoint(effective: EffectiveSettings) -> Check:
-    """The model server, named for what it is (see ``cudal1_tui.llm.probe``)."""
+    """The model server, named for what it is (see ``cudal1_tui.llm.server_probe``)."""
     report = probe_server(effective.settings)
     return Check("model server", report.status, report.detail, report.fix)
 

@@ -1,7 +1,7 @@
 """How sure a speedup is: its interval, whether the timings were noisy, its precision.
 
-One place for the CLI, the TUI and the exports. Inputs are stored results
-(``cudal1_evaluator.Result.to_dict()``); old traces without a field give None, never an error.
+One place for the CLI, the TUI and the exports. Inputs are the evaluator's results; those of
+old traces lack newer fields (their defaults give None here, never an error).
 Timing keys are the evaluator's: ``reference`` (eager, timed beside the candidate) and
 ``candidate``.
 """
@@ -10,62 +10,52 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
-from typing import Any
+
+from cudal1_evaluator.schema import Result, TimingSummary
+from cudal1_tui.measurements import positive
 
 # (p90 - p10) / median above this for either side: the machine was busy or the op too short.
 NOISY_SPREAD = 0.10
 
 
-def _summary(result: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
-    timing = result.get("timing") or {}
-    summary = timing.get(key) if isinstance(timing, Mapping) else None
-    return summary if isinstance(summary, Mapping) else None
 
 
-def _positive(summary: Mapping[str, Any], name: str) -> float | None:
-    value = summary.get(name)
-    if isinstance(value, int | float) and math.isfinite(value) and value > 0:
-        return float(value)
-    return None
-
-
-def speedup_interval(result: Mapping[str, Any]) -> tuple[float, float] | None:
+def speedup_interval(result: Result) -> tuple[float, float] | None:
     """The speedup's range from the two sample sets' p10/p90: (reference p10 / candidate
     p90, reference p90 / candidate p10). None when either side was not timed."""
-    ref, cand = _summary(result, "reference"), _summary(result, "candidate")
+    ref, cand = result.timing.get("reference"), result.timing.get("candidate")
     if ref is None or cand is None:
         return None
-    ref_lo, ref_hi = _positive(ref, "p10_ms"), _positive(ref, "p90_ms")
-    cand_lo, cand_hi = _positive(cand, "p10_ms"), _positive(cand, "p90_ms")
+    ref_lo, ref_hi = positive(ref.p10_ms), positive(ref.p90_ms)
+    cand_lo, cand_hi = positive(cand.p10_ms), positive(cand.p90_ms)
     if ref_lo is None or ref_hi is None or cand_lo is None or cand_hi is None:
         return None
     return ref_lo / cand_hi, ref_hi / cand_lo
 
 
-def timing_spread(result: Mapping[str, Any]) -> float | None:
+def timing_spread(result: Result) -> float | None:
     """The larger relative spread of the reference and candidate samples."""
     spreads = []
     for key in ("reference", "candidate"):
-        summary = _summary(result, key)
-        value = summary.get("spread") if summary is not None else None
+        summary: TimingSummary | None = result.timing.get(key)
+        value = summary.spread if summary is not None else None
         if isinstance(value, int | float) and math.isfinite(value):
             spreads.append(float(value))
     return max(spreads) if spreads else None
 
 
-def noisy(result: Mapping[str, Any], threshold: float = NOISY_SPREAD) -> bool:
+def noisy(result: Result, threshold: float = NOISY_SPREAD) -> bool:
     spread = timing_spread(result)
     return spread is not None and spread > threshold
 
 
-def interval_text(result: Mapping[str, Any]) -> str:
+def interval_text(result: Result) -> str:
     """``1.70–1.95×``, or "" when unknown."""
     interval = speedup_interval(result)
     return "" if interval is None else f"{interval[0]:.2f}–{interval[1]:.2f}×"
 
 
-def noise_warning(result: Mapping[str, Any]) -> str:
+def noise_warning(result: Result) -> str:
     """A sentence when the timings were noisy, else ""."""
     spread = timing_spread(result)
     if spread is None or spread <= NOISY_SPREAD:
@@ -74,17 +64,16 @@ def noise_warning(result: Mapping[str, Any]) -> str:
             "busy: re-run when it is idle before trusting this speedup")
 
 
-def precision_text(result: Mapping[str, Any], speedup: float | None) -> str:
+def precision_text(result: Result, speedup: float | None) -> str:
     """``1.80× tf32 (1.10× strict fp32)`` when the candidate changed precision; else the plain
     speedup. Results written before precision parity carry neither field."""
     if speedup is None:
         return "—"
     text = f"{speedup:.2f}×"
-    precision = result.get("precision") or {}
-    candidate = precision.get("candidate") if isinstance(precision, Mapping) else None
+    candidate = result.precision.get("candidate")
     if isinstance(candidate, str) and candidate and candidate != "fp32":
         text += f" {candidate}"
-    strict = result.get("speedup_strict")
+    strict = result.speedup_strict
     if isinstance(strict, int | float) and math.isfinite(strict):
         text += f" ({strict:.2f}× strict fp32)"
     return text

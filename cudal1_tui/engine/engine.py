@@ -23,7 +23,7 @@ from cudal1_tui.engine.workspace import Emit, Workspace
 from cudal1_tui.errors import ConfigError, SessionError
 from cudal1_tui.prompting import load_templates
 from cudal1_tui.proposers import BuiltinCandidate, propose
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 
 Sizes = Literal["auto", "full", "cpu"]
 UPDATABLE = frozenset({"model", "temperature", "top_p", "max_tokens", "candidates_per_round",

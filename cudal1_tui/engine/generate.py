@@ -11,7 +11,7 @@ from cudal1_tui.config import Settings
 from cudal1_tui.errors import Cudal1Error, ModelError
 from cudal1_tui.llm.client import ModelClient
 from cudal1_tui.llm.completion import CHARS_PER_TOKEN, Completion
-from cudal1_tui.store.records import Message, SamplingSettings
+from cudal1_tui.records import Message, SamplingSettings
 
 # (slot, kind, text, tokens so far, tokens/s)
 ChunkSink = Callable[[int, str, str, int, float], None]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -66,18 +66,6 @@ def _probe(settings: Settings, problem: Problem, device: str, emit: Emit) -> Pro
                            problem_name=problem.name, device=device))
 
 
-def _details(result: ProbeResult, problem: Problem) -> dict[str, object]:
-    return {
-        "inputs": [asdict(t) for t in result.inputs],
-        "outputs": [asdict(t) for t in result.outputs],
-        "parameter_count": result.parameter_count,
-        "input_sensitivity": result.input_sensitivity,
-        "device": result.device,
-        "versions": result.versions,
-        "cpu_sizes": problem.eval_source != problem.source,
-    }
-
-
 def sweep_leftovers(settings: Settings) -> None:
     """What a killed run left (its evaluator temp dirs, build locks), removed before ours run."""
     swept = lifetime.sweep_stale([build_dir(settings), default_build_dir()])
@@ -103,8 +91,8 @@ def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | 
                                sizes, device)
         result = _probe(settings, problem, device, emit)
         if not result.ok:
-            emit(ProbeFinished(False, result.message, None, None, device,
-                               _details(result, problem)))
+            emit(ProbeFinished(False, result.message, None, None, device, result,
+                               cpu_sizes=problem.eval_source != problem.source))
             raise ProblemError(f"{problem.path}: the probe of the reference failed "
                                f"({result.error_kind or 'error'}): {result.message}",
                                fix=_PROBE_FIX.get(result.error_kind, "fix the problem file"))
@@ -121,7 +109,7 @@ def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | 
         raise
     emit(SessionOpened(session.id, str(session.path), problem.name, resume is not None))
     emit(ProbeFinished(True, result.message or "ok", result.reference_time_ms, None, device,
-                       _details(result, problem)))
+                       result, cpu_sizes=problem.eval_source != problem.source))
     capability = result.device.get("capability") if device.startswith("cuda") else None
     return Opened(session, problem, device, result.reference_time_ms, resume is not None,
                   str(capability or ""))

@@ -19,7 +19,7 @@ from cudal1_tui.prompting import (
     render_repair,
     select_exemplars,
 )
-from cudal1_tui.store.records import CandidateRecord, ExemplarRef, Message
+from cudal1_tui.records import CandidateRecord, ExemplarRef, Message
 
 REPAIRABLE = frozenset({"compile_error", "runtime_error", "incorrect", "timeout"})
 REPAIR_ROLE = "repair"

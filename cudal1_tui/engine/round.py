@@ -39,7 +39,7 @@ from cudal1_tui.llm.completion import Completion
 from cudal1_tui.llm.errors import ModelCancelled, StreamCut
 from cudal1_tui.llm.parsing import parse_reply
 from cudal1_tui.proposers import BuiltinCandidate
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 
 
 def sampling_limit(draft: Draft) -> int | None:

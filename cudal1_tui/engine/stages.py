@@ -24,7 +24,7 @@ from cudal1_tui.engine.events import EngineError, Stage, StageChanged
 from cudal1_tui.engine.recording import Draft
 from cudal1_tui.engine.workspace import Workspace
 from cudal1_tui.errors import Cudal1Error
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 
 BUILD_STARTED = "building the candidate's extension"
 Record = Callable[[Draft, Result], CandidateRecord]

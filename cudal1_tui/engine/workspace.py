@@ -13,7 +13,7 @@ from cudal1_tui.engine.generate import ModelGateway
 from cudal1_tui.engine.pool import EvalPool
 from cudal1_tui.problem.model import ClassSignature, Inspection
 from cudal1_tui.prompting import Templates
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store.session import Session
 
 Emit = Callable[[EngineEvent], None]

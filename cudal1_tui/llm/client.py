@@ -25,7 +25,7 @@ from cudal1_tui.llm.errors import ServerError
 from cudal1_tui.llm.request import RequestPlan, open_stream
 from cudal1_tui.llm.retry import is_dropped_connection
 from cudal1_tui.llm.run import Job, OnChunk, OnNotice, RunContext, StreamRun
-from cudal1_tui.store.records import Message, SamplingSettings
+from cudal1_tui.records import Message, SamplingSettings
 
 
 def normalize_base_url(url: str) -> str:

@@ -17,7 +17,7 @@ from cudal1_tui.llm.reply_text import Fence, extract_sections, find_fences, spli
 from cudal1_tui.llm.signature_check import check_signature
 from cudal1_tui.problem.model import ClassSignature
 from cudal1_tui.problem.signature import class_signature
-from cudal1_tui.store.records import ParsedSections
+from cudal1_tui.records import ParsedSections
 
 __all__ = ["TRUNCATED", "TRUNCATED_THINK", "ParsedReply", "class_names", "parse_reply",
            "syntax_error"]

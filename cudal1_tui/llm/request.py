@@ -33,7 +33,7 @@ from cudal1_tui.llm.retry import (
     is_retryable,
     retry_after_s,
 )
-from cudal1_tui.store.records import SamplingSettings
+from cudal1_tui.records import SamplingSettings
 
 Notify = Callable[[str], None]
 

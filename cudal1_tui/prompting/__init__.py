@@ -2,13 +2,13 @@
 
 from cudal1_tui.prompting.budget import estimate_tokens, fit_exemplars, truncate_code
 from cudal1_tui.prompting.excerpt import error_excerpt
-from cudal1_tui.prompting.exemplar import (
+from cudal1_tui.prompting.exemplar_items import (
     Exemplar,
     ExemplarCandidate,
     ExemplarRole,
     exemplar_refs,
 )
-from cudal1_tui.prompting.exemplars import Selection, SelectionPolicy, select_exemplars
+from cudal1_tui.prompting.exemplar_selection import Selection, SelectionPolicy, select_exemplars
 from cudal1_tui.prompting.render import (
     DEFAULT_BUDGET_TOKENS,
     format_exemplars,

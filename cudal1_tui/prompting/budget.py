@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cudal1_tui.prompting.exemplar import Exemplar
+from cudal1_tui.prompting.exemplar_items import Exemplar
 
 CHARS_PER_TOKEN = 4
 HEADER_TOKENS = 40  # heading, score line and fences of one exemplar

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+
+from cudal1_evaluator.schema import Result
 
 ERROR_MAX_CHARS = 1500
 _ERROR_LINE = re.compile(r"\berror\b|Error:|FAILED", re.IGNORECASE)
@@ -49,31 +49,30 @@ def compile_log_excerpt(log: str, max_chars: int = ERROR_MAX_CHARS) -> str:
     return clip_text("\n".join(picked), max_chars)
 
 
-def _trial_excerpt(result: Mapping[str, Any]) -> str:
-    failed = [t for t in result.get("trials", []) if not t.get("ok", True)]
+def _trial_excerpt(result: Result) -> str:
+    failed = [t for t in result.trials if not t.ok]
     if not failed:
         return ""
-    worst = max(failed, key=lambda t: float(t.get("max_abs_err", 0.0)))
+    worst = max(failed, key=lambda t: float(t.max_abs_err))
     text = (
-        f"{len(failed)} of {len(result.get('trials', []))} correctness trials failed; "
-        f"max abs error {float(worst.get('max_abs_err', 0.0)):.3g}, "
-        f"max rel error {float(worst.get('max_rel_err', 0.0)):.3g}"
+        f"{len(failed)} of {len(result.trials)} correctness trials failed; "
+        f"max abs error {float(worst.max_abs_err):.3g}, "
+        f"max rel error {float(worst.max_rel_err):.3g}"
     )
-    tolerance = result.get("tolerance") or {}
-    if tolerance:
-        text += " (tolerance " + ", ".join(f"{k}={v}" for k, v in tolerance.items()) + ")"
-    message = str(worst.get("message", "")).strip()
+    if result.tolerance:
+        text += " (tolerance " + ", ".join(f"{k}={v}" for k, v in result.tolerance.items()) + ")"
+    message = worst.message.strip()
     return f"{text}\n{message}" if message else text
 
 
-def _flags_excerpt(result: Mapping[str, Any]) -> str:
-    flags = [f for f in result.get("flags", []) if f.get("severity", "reject") == "reject"]
-    return "\n".join(f"rejected ({f.get('code', '?')}): {f.get('reason', '')}" for f in flags)
+def _flags_excerpt(result: Result) -> str:
+    flags = [f for f in result.flags if f.severity == "reject"]
+    return "\n".join(f"rejected ({f.code}): {f.reason}" for f in flags)
 
 
 def error_excerpt(
     status: str,
-    result: Mapping[str, Any] | None = None,
+    result: Result | None = None,
     parse_error: str = "",
     max_chars: int = ERROR_MAX_CHARS,
 ) -> str:
@@ -82,10 +81,11 @@ def error_excerpt(
         return clip_text(parse_error, max_chars)
     if status == "ok":
         return ""
-    result = result or {}
-    parts = [str(result.get("message", "")).strip()]
-    if status == "compile_error" and result.get("compile_log"):
-        parts.append(compile_log_excerpt(str(result["compile_log"]), max_chars))
+    if result is None:
+        return status
+    parts = [result.message.strip()]
+    if status == "compile_error" and result.compile_log:
+        parts.append(compile_log_excerpt(result.compile_log, max_chars))
     elif status == "incorrect":
         parts.append(_trial_excerpt(result))
     elif status == "rejected":

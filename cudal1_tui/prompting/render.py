@@ -6,9 +6,9 @@ import re
 
 from cudal1_tui.prompting.budget import estimate_tokens, fit_exemplars, truncate_code
 from cudal1_tui.prompting.excerpt import clip_text
-from cudal1_tui.prompting.exemplar import Exemplar, ExemplarCandidate
+from cudal1_tui.prompting.exemplar_items import Exemplar, ExemplarCandidate
 from cudal1_tui.prompting.templates import Templates, substitute
-from cudal1_tui.store.records import Message
+from cudal1_tui.records import Message
 
 DEFAULT_BUDGET_TOKENS = 12000  # the whole prompt; leaves room for the reply in a 32k context
 NO_EXEMPLARS = "None yet: this is the first attempt. Base your analysis on the reference code."

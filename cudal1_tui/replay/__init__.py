@@ -1,9 +1,10 @@
 """A local OpenAI-compatible server replaying recorded or scripted replies (``serve-replay``).
 
-Formats of the sources: ``cudal1_tui.replay.source``; faults: ``cudal1_tui.replay.config``.
+Formats of the sources: ``cudal1_tui.replay.reply_source``;
+faults: ``cudal1_tui.replay.replay_config``.
 """
 
-from cudal1_tui.replay.config import (
+from cudal1_tui.replay.replay_config import (
     DEFAULT_MODEL,
     REASONING_STYLES,
     Faults,
@@ -11,8 +12,8 @@ from cudal1_tui.replay.config import (
     ReplayConfig,
     faults_for,
 )
+from cudal1_tui.replay.reply_source import ReplaySourceError, Reply, ReplyBook, load_replies
 from cudal1_tui.replay.server import ReplayServer, RequestLog
-from cudal1_tui.replay.source import ReplaySourceError, Reply, ReplyBook, load_replies
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -15,14 +15,13 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from cudal1_tui.replay.config import DEFAULT_MODEL, Faults, ReplayConfig, faults_for
-from cudal1_tui.replay.protocol import (
+from cudal1_tui.replay.openai_wire import (
     ChatRequest,
     ChoicePlan,
     Envelope,
@@ -38,7 +37,8 @@ from cudal1_tui.replay.protocol import (
     usage_dict,
 )
 from cudal1_tui.replay.quirks import STREAM_QUIRKS, answer, stream_quirk_event
-from cudal1_tui.replay.source import ReplyBook, load_replies
+from cudal1_tui.replay.replay_config import DEFAULT_MODEL, Faults, ReplayConfig, faults_for
+from cudal1_tui.replay.reply_source import ReplyBook, load_replies
 
 MAX_BODY = 32 * 1024 * 1024
 
@@ -219,7 +219,7 @@ class _Handler(BaseHTTPRequestHandler):
         return [plan_choice(self.app.book.take(request.prompt_text), i, style,
                             request.max_tokens, faults.length) for i in range(request.n)]
 
-    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+    def _send_json(self, status: int, payload: Mapping[str, object]) -> None:
         self.send_raw(status, "application/json", json.dumps(payload).encode())
 
     def _complete(self, envelope: Envelope, request: ChatRequest, plans: list[ChoicePlan],
@@ -276,7 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._write_chunk(b"data: [DONE]\n\n")
         self._write_chunk(b"")
 
-    def _event(self, payload: dict[str, Any]) -> None:
+    def _event(self, payload: Mapping[str, object]) -> None:
         self._write_chunk(b"data: " + json.dumps(payload).encode() + b"\n\n")
 
     def _write_chunk(self, data: bytes) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 import git
 
 from cudal1_tui.errors import SessionError
+from cudal1_tui.records import DecisionRecord
 from cudal1_tui.store.naming import MODULE_FILE
-from cudal1_tui.store.records import DecisionRecord
 from cudal1_tui.store.recovery import clear_stale_git_lock
 
 # Explicit identity: works on machines with no global git config (CI).

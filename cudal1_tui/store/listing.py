@@ -6,9 +6,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from cudal1_tui.errors import SessionError
+from cudal1_tui.records import JsonObject
 from cudal1_tui.store import naming
 from cudal1_tui.store.history import History, accepted_record_id
 from cudal1_tui.store.recovery import is_session_dir, load_meta
@@ -32,7 +32,7 @@ class SessionSummary:
     model: str
     warnings: list[str] = field(default_factory=list)  # damage found while reading it
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from cudal1_tui.config.settings import SECRET_FIELDS, Settings
 from cudal1_tui.errors import SessionError
+from cudal1_tui.records import JsonObject
 
 SESSION_SCHEMA_VERSION = 1
 META_FILE = "session.json"
@@ -28,26 +30,26 @@ class SessionMeta:
     problem_path: str = ""
     problem_source: str = ""
     model: str = ""
-    sampling: dict[str, Any] = field(default_factory=dict)
-    device: dict[str, Any] = field(default_factory=dict)
+    sampling: JsonObject = field(default_factory=dict)
+    device: JsonObject = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     created_at: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
+    settings: JsonObject = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)
     schema_version: int = SESSION_SCHEMA_VERSION
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SessionMeta:
+    def from_dict(cls, data: Mapping[str, Any]) -> SessionMeta:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def settings_snapshot(settings: Settings) -> dict[str, Any]:
+def settings_snapshot(settings: Settings) -> JsonObject:
     """Every setting except secrets (api keys never land on disk)."""
-    data = asdict(settings)
+    data: JsonObject = asdict(settings)
     for name in SECRET_FIELDS:
         data.pop(name, None)
     return data

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 from cudal1_tui.errors import SessionError
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store import naming
 from cudal1_tui.store.meta import META_FILE, SessionMeta, read_meta, write_meta
-from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.store.trace import read_trace
 
 STALE_GIT_LOCK_S = 5.0  # git holds index.lock for milliseconds; older ones are a dead writer's

@@ -23,13 +23,13 @@ from typing import Any, TypeVar, cast
 
 from cudal1_tui.config import Settings, sessions_dir
 from cudal1_tui.errors import SessionError
+from cudal1_tui.measurements import candidate_ms, reference_ms
+from cudal1_tui.records import CandidateRecord, Decision, DecisionRecord
 from cudal1_tui.store import naming
 from cudal1_tui.store.history import NO_GIT_NOTE, History, HistoryEntry, accepted_record_id
 from cudal1_tui.store.listing import resolve_session
 from cudal1_tui.store.lock import SessionLock, unwritable
-from cudal1_tui.store.measure import candidate_ms, reference_ms
 from cudal1_tui.store.meta import SessionMeta, settings_snapshot, write_meta
-from cudal1_tui.store.records import CandidateRecord, Decision, DecisionRecord
 from cudal1_tui.store.recovery import load_meta, restore_candidate_files, restore_meta
 from cudal1_tui.store.trace import TraceWriter, fold_decisions, read_trace
 

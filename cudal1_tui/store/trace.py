@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from cudal1_tui.errors import SessionError
-from cudal1_tui.store.records import TRACE_SCHEMA_VERSION, CandidateRecord, DecisionRecord
+from cudal1_tui.records import TRACE_SCHEMA_VERSION, CandidateRecord, DecisionRecord
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def read_trace(path: Path) -> TraceContents:
 
 def _parse(
     raw: bytes, path: Path, number: int, last: bool, warnings: list[str]
-) -> dict[str, Any] | None:
+) -> dict[str, object] | None:
     try:
         row = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -76,7 +76,7 @@ def _parse(
     return row
 
 
-def _add_row(row: dict[str, Any], out: TraceContents, seen: set[str], where: str) -> None:
+def _add_row(row: Mapping[str, object], out: TraceContents, seen: set[str], where: str) -> None:
     version = row.get("schema_version", TRACE_SCHEMA_VERSION)
     if isinstance(version, int) and version > TRACE_SCHEMA_VERSION:
         out.warnings.append(f"{where}: written by a newer cudal1-tui (schema {version}); "
@@ -115,7 +115,7 @@ class TraceWriter:
             os.close(self._fd)
             self._fd = None
 
-    def append(self, row: dict[str, Any]) -> None:
+    def append(self, row: Mapping[str, object]) -> None:
         if self._fd is None:
             raise SessionError(f"{self.path} is not open for writing",
                                fix="open the session for writing (not read-only)")

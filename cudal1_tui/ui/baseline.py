@@ -7,16 +7,13 @@ the *reference* under torch.compile (``timing["torch_compile"]``), never a candi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_evaluator.schema import Result
+from cudal1_tui.records import CandidateRecord
 
 
-def _median(result: Mapping[str, Any], key: str) -> float | None:
-    timing = result.get("timing") or {}
-    summary = timing.get(key) if isinstance(timing, Mapping) else None
-    value = summary.get("median_ms") if isinstance(summary, Mapping) else None
+def _median(result: Result, key: str) -> float | None:
+    summary = result.timing.get(key)
+    value = summary.median_ms if summary is not None else None
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 
 from cudal1_tui.config import Settings
 from cudal1_tui.engine.events import EngineEvent
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 
 Sizes = Literal["auto", "full", "cpu"]
 Emit = Callable[[EngineEvent], None]

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_evaluator.schema import ProbeResult, Result
+from cudal1_tui.records import CandidateRecord
 
 STATUS_STYLE: dict[str, str] = {
     "ok": "green",
@@ -41,8 +40,8 @@ def source_text(source: str) -> str:
     return BUILTIN_MARK + name
 
 
-def max_error(result: dict[str, Any]) -> float | None:
-    errors = [float(t.get("max_abs_err", 0.0)) for t in result.get("trials", []) or []]
+def max_error(result: Result) -> float | None:
+    errors = [float(t.max_abs_err) for t in result.trials]
     return max(errors) if errors else None
 
 
@@ -50,27 +49,18 @@ def error_text(value: float | None) -> str:
     return "—" if value is None else f"{value:.1e}"
 
 
-def flag_codes(result: dict[str, Any]) -> list[str]:
-    """Integrity findings (reject and warn); ``info`` notes such as a reused pristine
-    reference or a speedup inside the noise are measurement remarks, not findings."""
-    return [str(f.get("code", "?")) for f in result.get("flags", []) or []
-            if f.get("severity") != "info"]
-
-
 def flags_text(codes: list[str] | tuple[str, ...]) -> str:
     return ", ".join(codes) if codes else ""
 
 
 def record_flags(record: CandidateRecord) -> list[str]:
-    """Integrity findings plus static-gate findings: what makes an accept need confirming."""
-    gate = [str(g.get("code", g.get("rule", "gate"))) for g in record.gate_findings]
-    return flag_codes(record.result) + gate
+    """Integrity and static-gate findings, each once: what makes an accept need confirming."""
+    return record.flag_codes(include_info=False)
 
 
-def device_text(device: str, details: dict[str, Any]) -> str:
+def device_text(device: str, probe: ProbeResult | None) -> str:
     """``cuda:0 (NVIDIA H100 80GB HBM3)`` when the probe named the GPU, else the device."""
-    info = details.get("device")
-    name = info.get("name") if isinstance(info, dict) else None
+    name = probe.device.get("name") if probe is not None else None
     return f"{device} ({name})" if name else device
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.message import Message
 
 from cudal1_tui.engine.events import EngineEvent
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 
 
 class EngineEventPosted(Message):

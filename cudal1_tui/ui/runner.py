@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from cudal1_tui.errors import SessionError
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.session_cleanup import remove_session
-from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.ui.engine_port import Emit, EngineFactory, EnginePort
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from textual.widgets import Footer, RichLog
 from cudal1_tui.config import Settings
 from cudal1_tui.engine import events as ev
 from cudal1_tui.errors import Cudal1Error
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.baseline import latest_times
 from cudal1_tui.ui.diffing import Layout
 from cudal1_tui.ui.display import DisplayOptions
@@ -248,10 +248,10 @@ class SessionView(App[int]):
                         torch_compile_ms=self.header_info.torch_compile_ms
                         or event.torch_compile_ms)
         self.log_line(f"probe: {event.message}")
-        shapes = ", ".join(f"{tuple(t.get('shape', ()))} {t.get('dtype', '')}"
-                           for t in event.details.get("inputs", []) or [])
+        inputs = event.details.inputs if event.details is not None else []
+        shapes = ", ".join(f"{tuple(t.shape)} {t.dtype}" for t in inputs)
         if shapes:
-            cpu = " (CPU sizes)" if event.details.get("cpu_sizes") else ""
+            cpu = " (CPU sizes)" if event.cpu_sizes else ""
             self.log_line(f"inputs{cpu}: {shapes}")
         if not event.ok:
             self.query_one(ErrorBanner).show(event.message, "fix the problem file, then retry")
@@ -336,14 +336,14 @@ class SessionView(App[int]):
         self._logged.add(record.record_id)
         result = record.result
         self.log_line(f"── {record.round}.{record.slot} {record.source}: {record.status}")
-        for line in (record.parse_error, str(result.get("message", ""))):
+        for line in (record.parse_error, result.message):
             if line:
                 self.log_line(line)
-        for flag in result.get("flags", []) or []:
-            self.log_line(f"integrity {flag.get('code')}: {flag.get('reason')}")
+        for flag in result.flags:
+            self.log_line(f"integrity {flag.code}: {flag.reason}")
         for finding in record.gate_findings:
-            self.log_line(f"static gate: {finding}")
-        compile_log = str(result.get("compile_log", "")).strip()
+            self.log_line(f"static gate: {finding.code}: {finding.reason}")
+        compile_log = result.compile_log.strip()
         if compile_log and record.status == "compile_error":
             self.log_line(compile_log[-4000:])
 

@@ -7,14 +7,14 @@ from pathlib import Path
 from cudal1_evaluator.reward import score
 from cudal1_evaluator.schema import Flag, Result, TimingSummary, TrialReport
 from cudal1_tui.config import Settings
-from cudal1_tui.store import Session, SessionMeta, new_record_id
-from cudal1_tui.store.records import (
+from cudal1_tui.records import (
     CandidateRecord,
     ExemplarRef,
     Message,
     ParsedSections,
     SamplingSettings,
 )
+from cudal1_tui.store import Session, SessionMeta, new_record_id
 
 REFERENCE = '''import torch
 import torch.nn as nn
@@ -67,7 +67,7 @@ def timing(median: float) -> TimingSummary:
                          clock="cuda_events")
 
 
-def result(status: str, ref_ms: float = 2.0, cand_ms: float = 1.0) -> dict[str, object]:
+def result(status: str, ref_ms: float = 2.0, cand_ms: float = 1.0) -> Result:
     ok = status == "ok"
     speedup = ref_ms / cand_ms if ok else None
     reward = score("clipped_speedup", {}, status, speedup).reward
@@ -89,7 +89,7 @@ def result(status: str, ref_ms: float = 2.0, cand_ms: float = 1.0) -> dict[str, 
         versions={"torch": "2.13.0", "cuda": "13.0", "python": "3.11.9"},
         job_id="job-1",
         wall_time_s=3.2,
-    ).to_dict()
+    )
 
 
 def prompt(round_: int) -> list[Message]:
@@ -120,10 +120,10 @@ def record(
         problem_name=session.meta.problem_name,
         code=code,
         result=res,
-        reward=float(res["reward"]),  # type: ignore[arg-type]
+        reward=res.reward,
         reward_formula="clipped_speedup",
         status=status,
-        speedup=res["speedup"],  # type: ignore[arg-type]
+        speedup=res.speedup,
         prompt_messages=prompt(round_) if model else [],
         exemplars=[ExemplarRef("r001s0-aaaaaa", 1.2, "ok", "best")] if model else [],
         model="cuda-l1-7b" if model else "",

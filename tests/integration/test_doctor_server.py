@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cudal1_tui.config import Settings
-from cudal1_tui.llm.probe import probe_server
+from cudal1_tui.llm.server_probe import probe_server
 from cudal1_tui.replay import ReplayServer
 
 Start = Callable[..., ReplayServer]

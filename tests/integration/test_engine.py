@@ -86,7 +86,7 @@ TIMING_NOISE = {"reference_slowed", "timing_implausible"}
 
 
 def flag_codes(record: Any) -> list[str]:
-    return [f["code"] for f in record.result.get("flags", [])]
+    return [f.code for f in record.result.flags]
 
 
 def settings_for(tmp: Path, base_url: str, **changes: Any) -> Settings:
@@ -135,15 +135,15 @@ def test_model_session_records_prompts_and_decisions(tmp_path: Path,
     assert len(first.records) == 2
     ok = next(r for r in first.records if not r.parse_error)
     bad = next(r for r in first.records if r.parse_error)
-    assert ok.result["correct"] is True, ok.result["message"]
-    assert ok.status == "ok" or set(flag_codes(ok)) & TIMING_NOISE, ok.result["message"]
+    assert ok.result.correct is True, ok.result.message
+    assert ok.status == "ok" or set(flag_codes(ok)) & TIMING_NOISE, ok.result.message
     assert ok.reward == score(ok.reward_formula, {}, ok.status, ok.speedup).reward
-    assert bad.status == "rejected" and bad.result["status"] == "rejected"
+    assert bad.status == "rejected" and bad.result.status == "rejected"
     assert "does not parse" in bad.parse_error and bad.speedup is None and bad.reward == 0
     assert "Performance Analysis" in ok.raw_response
     assert ok.sections.performance_analysis.startswith("The reference builds")
     assert ok.model == replay.model and ok.sampling is not None
-    assert ok.result["timing"] and ok.usage["completion_tokens"] > 0
+    assert ok.result.timing and ok.usage["completion_tokens"] > 0
     # Round 2's prompt shows round 1's candidates with their measured speedups.
     assert len(second.records) == 2
     by_id = {r.record_id: r for r in first.records}
@@ -202,10 +202,10 @@ def test_builtin_only_session_without_a_model_server(tmp_path: Path) -> None:
     assert len(summaries) == 2
     assert {r.source for r in records} == {"builtin:diag-broadcast",
                                            "builtin:torch-compile-default"}
-    assert all(r.result["correct"] for r in records), [r.result["message"] for r in records]
+    assert all(r.result.correct for r in records), [r.result.message for r in records]
     for record in records:  # rejected, if at all, only for a noisy shared CPU's timing
-        rejects = {f["code"] for f in record.result["flags"] if f["severity"] == "reject"}
-        assert rejects <= TIMING_NOISE, record.result["message"]
+        rejects = {f.code for f in record.result.flags if f.severity == "reject"}
+        assert rejects <= TIMING_NOISE, record.result.message
     assert any(r.status == "ok" for r in records) == (best is not None)
     assert summaries[1].records == [] and "nothing new" in summaries[1].message
     assert "nothing new" in events.of(EngineError)[-1].message
@@ -264,10 +264,10 @@ def test_model_failures_are_reported_then_a_failure_is_repaired(tmp_path: Path) 
     assert [len(s.records) for s in summaries] == [0, 1, 1, 1]
     cut, crashed, repaired = records
     assert cut.status == "rejected" and cut.raw_response and cut.usage["cut"]
-    assert [f["code"] for f in cut.result["flags"]] == ["stream_cut"]
+    assert [f.code for f in cut.result.flags] == ["stream_cut"]
     assert cut.round == 1 and "connection dropped" in cut.usage["cut"]
     assert crashed.status == "runtime_error" and crashed.round == 2
-    assert repaired.round == 3 and repaired.result["correct"]
+    assert repaired.round == 3 and repaired.result.correct
     assert [(e.record_id, e.role) for e in repaired.exemplars] == [(crashed.record_id, "repair")]
     prompt = repaired.prompt_messages[-1].content
     assert "# Failed Implementation" in prompt and "torch.mm(a, b)" in prompt

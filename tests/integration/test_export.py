@@ -15,11 +15,11 @@ import pytest
 from store_builders import populated_session
 
 from cudal1_tui.errors import ExportError
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store import Session
 from cudal1_tui.store.export import ExportOptions, export_sessions
 from cudal1_tui.store.export.verl_reward import compute_score
-from cudal1_tui.store.records import CandidateRecord
-from cudal1_tui.store.rescore import rescore, rescored_path, write_rescored
+from cudal1_tui.store.rescoring import rescore, rescored_path, write_rescored
 
 # subprocesses import this checkout's package, whatever the current directory
 HERE = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}

@@ -18,8 +18,8 @@ from cudal1_tui.llm import (
     ThinkSplitter,
     normalize_base_url,
 )
+from cudal1_tui.records import Message, SamplingSettings
 from cudal1_tui.replay import ReplayServer, Reply
-from cudal1_tui.store.records import Message, SamplingSettings
 
 MESSAGES = [Message("system", "You optimize PyTorch."), Message("user", "Make diag_matmul fast.")]
 Start = Callable[..., ReplayServer]

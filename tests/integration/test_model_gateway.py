@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from cudal1_tui.config import Settings
 from cudal1_tui.engine.generate import ModelGateway
+from cudal1_tui.records import Message, SamplingSettings
 from cudal1_tui.replay import ReplayServer
-from cudal1_tui.store.records import Message, SamplingSettings
 
 Start = Callable[..., ReplayServer]
 

@@ -157,10 +157,10 @@ def test_builds_overlap_timing_one_evaluation_at_a_time(tmp_path: Path, builds: 
 
     # Verdicts: the C++ candidate was built in the build stage, so its evaluation found the
     # build cached; the broken one is a compile_error straight from the build stage.
-    assert pure.result["correct"] and cpp.result["correct"], cpp.result["message"]
-    assert cpp.result["build_cached"] is True
+    assert pure.result.correct and cpp.result.correct, cpp.result.message
+    assert cpp.result.build_cached is True
     assert broken.status == "compile_error" and broken.speedup is None
-    assert "undeclared_thing" in broken.result["compile_log"]
+    assert "undeclared_thing" in broken.result.compile_log
     assert broken.reward == score(broken.reward_formula, {}, "compile_error", None).reward
     assert eval_window(events, broken.slot) is None  # never verified nor timed
     stages_of_broken = {e.stage for _, e in events.stages(broken.slot)}

@@ -18,8 +18,8 @@ from cudal1_tui.config import Settings
 from cudal1_tui.llm import ModelClient, ServerError, StreamCut
 from cudal1_tui.llm.diagnosis import status_error
 from cudal1_tui.llm.retry import retry_after_s
+from cudal1_tui.records import Message
 from cudal1_tui.replay import ReplayServer
-from cudal1_tui.store.records import Message
 
 MESSAGES = [Message("user", "Make diag_matmul fast.")]
 Start = Callable[..., ReplayServer]

@@ -23,8 +23,8 @@ from third_party import TransformersServer, make_tiny_model, offline_env  # noqa
 
 from cudal1_tui.config import Settings  # noqa: E402
 from cudal1_tui.llm import ModelClient  # noqa: E402
-from cudal1_tui.llm.probe import probe_server  # noqa: E402
-from cudal1_tui.store.records import Message, SamplingSettings  # noqa: E402
+from cudal1_tui.llm.server_probe import probe_server  # noqa: E402
+from cudal1_tui.records import Message, SamplingSettings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = ROOT / "examples" / "diag_matmul.py"

@@ -10,9 +10,10 @@ import ui_problems as problems
 from textual.widgets import Button, Input, Log, RadioButton, Static, TextArea
 from ui_helpers import SIZE, engine_settings, plain, wait_until
 
+from cudal1_evaluator.schema import Result
 from cudal1_tui.config import Settings
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
-from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.store.session import Session
 from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.screens.confirm import ConfirmScreen
@@ -190,7 +191,7 @@ async def test_open_a_past_session(problem_file: Path, settings: Settings,
     old = Session.create(problem_file, problems.PROBLEM, settings)
     old.append_candidate(CandidateRecord(
         record_id="old-1", session_id=old.id, round=1, slot=0, source="model",
-        problem_name="relu_scale", code=problems.CANDIDATE, result={"status": "ok"},
+        problem_name="relu_scale", code=problems.CANDIDATE, result=Result(status="ok"),
         reward=0.5, reward_formula="clipped_speedup", status="ok", speedup=1.5))
     old.close()
     app = CudaL1App(problem_file, settings)

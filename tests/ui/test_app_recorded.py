@@ -9,6 +9,7 @@ import ui_recorded as recorded
 from textual.widgets import Input, Label, Log, Static
 from ui_helpers import SIZE, plain, wait_until
 
+from cudal1_evaluator.schema import Flag, ProbeResult, TensorSpec
 from cudal1_tui.config import DEFAULT_KEYS, Settings
 from cudal1_tui.engine import events as ev
 from cudal1_tui.ui.app import CudaL1App
@@ -107,8 +108,7 @@ async def test_mouse_sorts_by_a_column_and_selects_a_row() -> None:
 async def test_accept_asks_to_confirm_when_flags_are_present() -> None:
     app = _app()
     records = recorded.records()
-    warned = dict(records[0].result, flags=[{"code": "tf32", "reason": "TF32 matmuls",
-                                              "severity": "warn"}])
+    warned = replace(records[0].result, flags=[Flag("tf32", "TF32 matmuls", "warn")])
     records[0] = replace(records[0], result=warned)
     async with app.run_test(size=SIZE) as pilot:
         await _load(app, records)
@@ -191,8 +191,8 @@ async def test_probe_names_the_gpu_and_logs_the_inputs() -> None:
     async with app.run_test(size=SIZE) as pilot:
         app.post_message(EngineEventPosted(ev.ProbeFinished(
             True, "ok", 1.25, 0.9, "cuda:0",
-            {"device": {"type": "cuda", "name": "NVIDIA H100"}, "cpu_sizes": False,
-             "inputs": [{"shape": [8, 16], "dtype": "float16"}]})))
+            ProbeResult(ok=True, device={"type": "cuda", "name": "NVIDIA H100"},
+                        inputs=[TensorSpec([8, 16], "float16")]), cpu_sizes=False)))
         await pilot.pause()
         assert app.header_info.device == "cuda:0 (NVIDIA H100)"
         assert app.header_info.torch_compile_ms == 0.9

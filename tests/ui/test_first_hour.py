@@ -19,7 +19,7 @@ from ui_helpers import SIZE, plain, wait_until
 from cudal1_evaluator.schema import Result, TimingSummary
 from cudal1_tui.config import Settings
 from cudal1_tui.engine import events as ev
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.messages import EngineEventPosted, RecordsLoaded
 from cudal1_tui.ui.screens.confirm import ConfirmScreen
@@ -38,7 +38,7 @@ def _slow(record: CandidateRecord) -> CandidateRecord:
     """A verified variant slower than the reference (0.35×)."""
     timing = {"reference": TimingSummary(median_ms=0.35, p10_ms=0.34, p90_ms=0.36, spread=0.06),
               "candidate": TimingSummary(median_ms=1.0, p10_ms=0.98, p90_ms=1.02, spread=0.04)}
-    result = Result(status="ok", correct=True, speedup=0.35, timing=timing).to_dict()
+    result = Result(status="ok", correct=True, speedup=0.35, timing=timing)
     return replace(record, record_id="r3s0", round=3, slot=0, speedup=0.35, result=result)
 
 

@@ -94,9 +94,11 @@ def test_export_dialog_offers_exactly_the_store_formats() -> None:
 
 
 def test_info_notes_are_not_integrity_findings() -> None:
-    from cudal1_tui.ui.format import flag_codes
+    from cudal1_evaluator.schema import Flag
+    from cudal1_tui.records import flag_codes
 
-    result = {"flags": [{"code": "speedup_within_noise", "severity": "info"},
-                        {"code": "timer_import", "severity": "warn"},
-                        {"code": "side_stream", "severity": "reject"}]}
-    assert flag_codes(result) == ["timer_import", "side_stream"]
+    flags = [Flag("speedup_within_noise", "", "info"), Flag("timer_import", "", "warn"),
+             Flag("side_stream", "", "reject")]
+    assert flag_codes(flags, include_info=False) == ["timer_import", "side_stream"]
+    assert flag_codes(flags, include_info=True) == ["speedup_within_noise", "timer_import",
+                                                    "side_stream"]

@@ -21,7 +21,7 @@ from textual.widgets import Log
 from ui_helpers import SIZE, engine_settings, wait_until
 
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
-from cudal1_tui.replay.protocol import plan_choice, stream_pieces
+from cudal1_tui.replay.openai_wire import plan_choice, stream_pieces
 from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.display import DisplayOptions
 from cudal1_tui.ui.screens.export import ExportScreen
@@ -93,10 +93,10 @@ async def _results(pilot: Pilot[Any]) -> None:
     compiled = next(r for r in table.records.values() if r.source.startswith("builtin:"))
     # the header's torch.compile time is the reference under torch.compile, never the built-in
     # torch.compile candidate's own time (one baseline everywhere)
-    measured = compiled.result["timing"].get("torch_compile")
-    assert app.header_info.torch_compile_ms == (measured["median_ms"] if measured else None)
+    measured = compiled.result.timing.get("torch_compile")
+    assert app.header_info.torch_compile_ms == (measured.median_ms if measured else None)
     newest = max(table.records.values(), key=lambda r: (r.round, r.slot))
-    assert app.header_info.reference_ms == newest.result["timing"]["reference"]["median_ms"]
+    assert app.header_info.reference_ms == newest.result.timing["reference"].median_ms
 
 
 def test_first_start(snap_compare: SnapCompare, problem_file: Path, tmp_path: Path,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from cudal1_evaluator.schema import Flag, Result, TimingSummary, TrialReport
 from cudal1_tui.engine import events as ev
-from cudal1_tui.store.records import CandidateRecord, ParsedSections
+from cudal1_tui.records import CandidateRecord, ParsedSections
 
 REFERENCE = '''import torch
 import torch.nn as nn
@@ -79,13 +79,13 @@ def _timing(ms: float) -> TimingSummary:
                          mean_ms=ms, spread=0.06, n=3, clock="perf_counter")
 
 
-def _result(status: str, speedup: float | None, **kw: object) -> dict[str, object]:
+def _result(status: str, speedup: float | None, **kw: object) -> Result:
     trials = [TrialReport(trial=i, ok=status == "ok", max_abs_err=2.4e-7 * (i + 1))
               for i in range(3)] if status in ("ok", "rejected") else []
     timing = {"reference": _timing(0.5), "candidate": _timing(0.5 / speedup)} if speedup else {}
     result = Result(status=status, correct=status == "ok", speedup=speedup,  # type: ignore[arg-type]
                     trials=trials, timing=timing, **kw)  # type: ignore[arg-type]
-    return result.to_dict()
+    return result
 
 
 def _record(round_: int, slot: int, source: str, code: str, status: str,

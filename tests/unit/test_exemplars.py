@@ -9,7 +9,7 @@ from collections import Counter
 from cudal1_tui.config import Settings
 from cudal1_tui.prompting.budget import estimate_tokens, fit_exemplars, truncate_code
 from cudal1_tui.prompting.excerpt import error_excerpt
-from cudal1_tui.prompting.exemplars import (
+from cudal1_tui.prompting.exemplar_selection import (
     Exemplar,
     ExemplarCandidate,
     SelectionPolicy,
@@ -19,7 +19,7 @@ from cudal1_tui.prompting.exemplars import (
     select_exemplars,
 )
 from cudal1_tui.prompting.render import NO_EXEMPLARS, format_exemplars
-from cudal1_tui.store.records import CandidateRecord, ExemplarRef
+from cudal1_tui.records import CandidateRecord, ExemplarRef, result_from_stored
 
 
 def ok(rid: str, speedup: float, **kw: str) -> ExemplarCandidate:
@@ -205,7 +205,8 @@ def test_from_record_excerpts_the_error() -> None:
         source="model",
         problem_name="p",
         code="class ModelNew: ...",
-        result={"status": "compile_error", "message": "compilation failed", "compile_log": log},
+        result=result_from_stored({"status": "compile_error", "message": "compilation failed",
+                                   "compile_log": log}),
         reward=0.0,
         reward_formula="clipped_speedup",
         status="compile_error",
@@ -222,19 +223,21 @@ def test_error_excerpt_statuses() -> None:
     incorrect = {
         "message": "outputs differ",
         "trials": [
-            {"ok": True, "max_abs_err": 0.0},
-            {"ok": False, "max_abs_err": 0.5, "max_rel_err": 0.25, "message": "trial 1"},
+            {"trial": 0, "ok": True, "max_abs_err": 0.0},
+            {"trial": 1, "ok": False, "max_abs_err": 0.5, "max_rel_err": 0.25,
+             "message": "trial 1"},
         ],
         "tolerance": {"atol": 1e-4, "rtol": 1e-4},
     }
-    assert error_excerpt("incorrect", incorrect) == (
+    assert error_excerpt("incorrect", result_from_stored(incorrect, "incorrect")) == (
         "outputs differ\n1 of 2 correctness trials failed; max abs error 0.5, "
         "max rel error 0.25 (tolerance atol=0.0001, rtol=0.0001)\ntrial 1"
     )
     rejected = {"flags": [{"code": "side_stream", "reason": "creates a CUDA stream"}]}
-    assert error_excerpt("rejected", rejected) == "rejected (side_stream): creates a CUDA stream"
-    assert error_excerpt("timeout", {}) == "timeout"
-    assert error_excerpt("ok", {"message": "x"}) == ""
+    assert error_excerpt("rejected", result_from_stored(rejected, "rejected")) == (
+        "rejected (side_stream): creates a CUDA stream")
+    assert error_excerpt("timeout", result_from_stored({}, "timeout")) == "timeout"
+    assert error_excerpt("ok", result_from_stored({"message": "x"}, "ok")) == ""
     assert error_excerpt("ok", None, parse_error="no code") == "no code"
 
 

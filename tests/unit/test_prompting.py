@@ -23,7 +23,7 @@ from cudal1_tui.prompting import (
 )
 from cudal1_tui.prompting.render import fenced
 from cudal1_tui.prompting.templates import Templates, shipped_dir, substitute
-from cudal1_tui.store.records import Message
+from cudal1_tui.records import Message
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN = DATA / "golden"

@@ -12,9 +12,9 @@ import pytest
 from cudal1_evaluator.schema import Result, TimingSummary
 from cudal1_tui.config import Settings
 from cudal1_tui.errors import SessionError
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store import Session, SessionMeta, list_sessions, new_record_id, resolve_session
-from cudal1_tui.store.records import CandidateRecord
-from cudal1_tui.store.rescore import parse_params, read_rescored, rescore, write_rescored
+from cudal1_tui.store.rescoring import parse_params, read_rescored, rescore, write_rescored
 
 REFERENCE = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n" \
     "        return x * 2\n\ndef get_inputs():\n    return [torch.ones(4)]\n\n" \
@@ -37,7 +37,7 @@ def record(session: Session, round_: int, slot: int, *, ref_ms: float = 2.0,
     speedup = ref_ms / cand_ms if ok else None
     result = Result(status=status, correct=ok, speedup=speedup,  # type: ignore[arg-type]
                     timing={"reference": TimingSummary(median_ms=ref_ms, n=20),
-                            "candidate": TimingSummary(median_ms=cand_ms, n=20)}).to_dict()
+                            "candidate": TimingSummary(median_ms=cand_ms, n=20)})
     code = f"import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
         f"        return x + x  # round {round_} slot {slot}\n"
     return CandidateRecord(

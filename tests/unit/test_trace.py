@@ -16,8 +16,8 @@ import pytest
 from cudal1_evaluator.schema import Result, TimingSummary
 from cudal1_tui.config import Settings
 from cudal1_tui.errors import SessionError
+from cudal1_tui.records import TRACE_SCHEMA_VERSION, CandidateRecord, DecisionRecord
 from cudal1_tui.store import Session
-from cudal1_tui.store.records import TRACE_SCHEMA_VERSION, CandidateRecord, DecisionRecord
 from cudal1_tui.store.trace import TraceWriter, fold_decisions, read_trace
 
 REFERENCE = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n" \
@@ -30,7 +30,7 @@ def make_record(record_id: str, round_: int = 1, slot: int = 0, speedup: float =
     ok = status == "ok"
     result = Result(status=status, correct=ok, speedup=speedup if ok else None,  # type: ignore[arg-type]
                     timing={"reference": TimingSummary(median_ms=speedup, n=10),
-                            "candidate": TimingSummary(median_ms=1.0, n=10)}).to_dict()
+                            "candidate": TimingSummary(median_ms=1.0, n=10)})
     return CandidateRecord(record_id=record_id, session_id="s", round=round_, slot=slot,
                            source="model", problem_name="double",
                            code="class ModelNew: pass\n", result=result,
@@ -138,7 +138,11 @@ def test_kill_9_mid_append_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     session.close()
     script = tmp_path / "appender.py"
     script.write_text(APPENDER)
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    # the child imports this checkout's package, not whichever one is installed
+    repo = str(Path(__file__).resolve().parents[2])
+    pythonpath = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+           "PYTHONPATH": pythonpath}
     child = subprocess.Popen([sys.executable, str(script), str(path), str(Path(__file__).parent)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert child.stdout is not None

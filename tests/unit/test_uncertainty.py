@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cudal1_evaluator.schema import Result, TimingSummary
+from cudal1_tui.records import result_from_stored
 from cudal1_tui.uncertainty import (
     interval_text,
     machine_busy,
@@ -16,14 +17,14 @@ from cudal1_tui.uncertainty import (
 
 
 def _result(ref: tuple[float, float, float], cand: tuple[float, float, float],
-            **fields: object) -> dict[str, object]:
+            **fields: object) -> Result:
     def summary(p10: float, median: float, p90: float) -> TimingSummary:
         return TimingSummary(p10_ms=p10, median_ms=median, p90_ms=p90,
                              spread=(p90 - p10) / median)
 
     return Result(status="ok", speedup=ref[1] / cand[1],  # type: ignore[arg-type]
                   timing={"reference": summary(*ref), "candidate": summary(*cand)},
-                  **fields).to_dict()
+                  **fields)
 
 
 def test_the_interval_spans_the_worst_and_best_pairing() -> None:
@@ -41,8 +42,9 @@ def test_noisy_timings_are_called_so() -> None:
 
 
 def test_old_results_have_no_interval_and_a_plain_label() -> None:
-    assert speedup_interval({"speedup": 1.5}) is None and interval_text({}) == ""
-    assert precision_text({}, 1.5) == "1.50×" and precision_text({}, None) == "—"
+    old, bare = result_from_stored({"speedup": 1.5}, "ok"), result_from_stored({}, "ok")
+    assert speedup_interval(old) is None and interval_text(bare) == ""
+    assert precision_text(bare, 1.5) == "1.50×" and precision_text(bare, None) == "—"
 
 
 def test_precision_is_named_with_the_strict_figure_beside() -> None:

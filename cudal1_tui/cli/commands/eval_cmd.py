@@ -131,13 +131,12 @@ def judge(job: Job, console: Console | None = None) -> Result:
 
 def _print_summary(result: Result, console: Console) -> None:
     colour = "green" if result.ok else "red"
-    stored = result.to_dict()
-    speed = precision_text(stored, result.speedup) if result.speedup else "-"
-    interval = interval_text(stored)
+    speed = precision_text(result, result.speedup) if result.speedup else "-"
+    interval = interval_text(result)
     speed += f" (p10–p90 {interval})" if interval else ""
     console.print(f"[bold {colour}]{result.status}[/]  speedup {speed}  reward "
                   f"{result.reward:.3g} ({result.reward_formula})", highlight=False)
-    for warning in (noise_warning(stored), machine_busy()):
+    for warning in (noise_warning(result), machine_busy()):
         if warning:
             console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if result.message:

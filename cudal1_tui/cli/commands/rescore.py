@@ -11,7 +11,7 @@ from cudal1_tui.cli.commands.sessions import speed
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
 from cudal1_tui.config import sessions_dir
 from cudal1_tui.store import Session
-from cudal1_tui.store.rescore import (
+from cudal1_tui.store.rescoring import (
     RescoredRow,
     parse_params,
     rescore,

@@ -13,9 +13,8 @@ from cudal1_tui.cli.commands.sessions import speed
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
 from cudal1_tui.cli.session_refs import resolve_ref
 from cudal1_tui.config import sessions_dir
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store import Session
-from cudal1_tui.store.measure import flag_codes
-from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.uncertainty import interval_text, noisy, precision_text, speedup_interval
 
 NAME = "show"
@@ -33,9 +32,9 @@ def candidate_row(r: CandidateRecord) -> dict[str, Any]:
     return {"record_id": r.record_id, "round": r.round, "slot": r.slot, "source": r.source,
             "status": r.status, "speedup": r.speedup,
             "speedup_interval": speedup_interval(r.result), "noisy": noisy(r.result),
-            "speedup_strict": r.result.get("speedup_strict"),
-            "precision": r.result.get("precision") or {}, "reward": r.reward,
-            "flags": flag_codes(r.result), "decision": r.decision}
+            "speedup_strict": r.result.speedup_strict,
+            "precision": r.result.precision, "reward": r.reward,
+            "flags": r.flag_codes(include_info=True), "decision": r.decision}
 
 
 def _as_json(session: Session) -> dict[str, Any]:
@@ -65,7 +64,7 @@ def _candidates_table(session: Session) -> Table:
         status = f"[green]{r.status}[/]" if r.status == "ok" else f"[red]{r.status}[/]"
         table.add_row(str(r.round), str(r.slot), r.record_id, r.source, status,
                       _speedup(r), interval_text(r.result), f"{r.reward:.3g}",
-                      ",".join(flag_codes(r.result)),
+                      ",".join(r.flag_codes(include_info=True)),
                       r.decision)
     return table
 

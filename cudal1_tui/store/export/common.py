@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
-from cudal1_tui.store.records import CandidateRecord
-from cudal1_tui.store.rescore import read_rescored, rescored_path
+from cudal1_tui.records import CandidateRecord
+from cudal1_tui.store.meta import SessionMeta
+from cudal1_tui.store.rescoring import read_rescored, rescored_path
 from cudal1_tui.store.session import Session
 
 GOOD_SPEEDUP = 1.01  # CUDA-L1's threshold: below it a candidate is not an improvement
@@ -40,7 +42,7 @@ class SessionData:
     reference_source: str
     records: list[CandidateRecord]
     accepted: CandidateRecord | None
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: SessionMeta = field(default_factory=SessionMeta)
 
 
 def load_session(session: Session, options: ExportOptions) -> SessionData:
@@ -53,7 +55,7 @@ def load_session(session: Session, options: ExportOptions) -> SessionData:
     if accepted is not None:
         accepted = next(r for r in records if r.record_id == accepted.record_id)
     return SessionData(session.id, session.path, session.meta.problem_name,
-                       session.reference_source, records, accepted, session.meta.to_dict())
+                       session.reference_source, records, accepted, session.meta)
 
 
 def selected(
@@ -80,7 +82,12 @@ def has_completion(record: CandidateRecord) -> bool:
     return bool(record.prompt_messages) and bool(record.raw_response.strip())
 
 
-def prompt_of(record: CandidateRecord) -> list[dict[str, str]]:
+class ChatTurn(TypedDict):
+    role: str
+    content: str
+
+
+def prompt_of(record: CandidateRecord) -> list[ChatTurn]:
     return [{"role": m.role, "content": m.content} for m in record.prompt_messages
             if m.role != "assistant"]
 
@@ -92,11 +99,11 @@ def completion_text(record: CandidateRecord, with_reasoning: bool) -> str:
     return record.raw_response
 
 
-def assistant(record: CandidateRecord, with_reasoning: bool) -> dict[str, str]:
+def assistant(record: CandidateRecord, with_reasoning: bool) -> ChatTurn:
     return {"role": "assistant", "content": completion_text(record, with_reasoning)}
 
 
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+def write_jsonl(path: Path, rows: Sequence[Mapping[str, object]]) -> None:
     """Write atomically: a half-written export never replaces a good one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -108,12 +115,15 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-def precision_columns(record: CandidateRecord) -> dict[str, Any]:
+class PrecisionColumns(TypedDict):
+    speedup_strict: float | None
+    precision: str
+
+
+def precision_columns(record: CandidateRecord) -> PrecisionColumns:
     """``speedup_strict`` (against strict fp32; None when equal to the speedup or unknown)
     and ``precision`` (the candidate's: fp32, tf32, fp16, bf16, mixed; "" in old traces)."""
-    result = record.result
-    strict = result.get("speedup_strict")
-    precision = result.get("precision") or {}
-    label = precision.get("candidate", "") if isinstance(precision, dict) else ""
+    strict = record.result.speedup_strict
+    label = record.result.precision.get("candidate", "")
     return {"speedup_strict": float(strict) if isinstance(strict, int | float) else None,
             "precision": str(label or "")}

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from cudal1_tui import __version__
 from cudal1_tui.errors import ExportError
+from cudal1_tui.measurements import candidate_ms, max_errors, reference_ms
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store.export.common import ExportOptions, SessionData
-from cudal1_tui.store.measure import candidate_ms, max_errors, reference_ms
 from cudal1_tui.store.naming import now_iso
-from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.uncertainty import precision_text
 
 EXTENSION = "py"
@@ -103,9 +103,9 @@ def _tolerance(tolerance: object) -> str:
 
 def header(data: SessionData, record: CandidateRecord, module_name: str) -> str:
     result = record.result
-    device = result.get("device") or data.meta.get("device") or {}
-    versions = result.get("versions") or data.meta.get("versions") or {}
-    tolerance = result.get("tolerance") or {}
+    device = result.device or data.meta.device
+    versions = result.versions or data.meta.versions
+    tolerance = result.tolerance
     abs_err, rel_err = max_errors(result)
     speedup = precision_text(result, record.speedup).replace("×", "x")
     lines = [
@@ -120,7 +120,7 @@ def header(data: SessionData, record: CandidateRecord, module_name: str) -> str:
         f"  versions           {_pairs(versions)}",
         f"  tolerance          {_tolerance(tolerance)}; "
         f"max abs err {abs_err:.3g}, max rel err {rel_err:.3g} over "
-        f"{len(result.get('trials') or [])} trials",
+        f"{len(result.trials)} trials",
         f"  reward             {record.reward:.4g} ({record.reward_formula})",
         f"  session            {data.session_id}",
         f"  record             {record.record_id} (round {record.round}, slot {record.slot}, "

@@ -10,10 +10,12 @@ unless filters say otherwise.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store.export.common import (
+    ChatTurn,
     ExportOptions,
+    PrecisionColumns,
     SessionData,
     assistant,
     has_completion,
@@ -22,12 +24,23 @@ from cudal1_tui.store.export.common import (
     selected,
     write_jsonl,
 )
-from cudal1_tui.store.records import CandidateRecord
 
 EXTENSION = "jsonl"
 
 
-def row(data: SessionData, record: CandidateRecord, options: ExportOptions) -> dict[str, Any]:
+class TrlRow(PrecisionColumns):
+    prompt: list[ChatTurn]
+    completion: list[ChatTurn]
+    reward: float
+    speedup: float | None
+    status: str
+    reference_code: str
+    problem_name: str
+    record_id: str
+    session_id: str
+
+
+def row(data: SessionData, record: CandidateRecord, options: ExportOptions) -> TrlRow:
     return {
         "prompt": prompt_of(record),
         "completion": [assistant(record, options.with_reasoning)],

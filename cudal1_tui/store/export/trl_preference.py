@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store.export.common import (
+    ChatTurn,
     ExportOptions,
     SessionData,
     assistant,
@@ -22,7 +24,6 @@ from cudal1_tui.store.export.common import (
     selected,
     write_jsonl,
 )
-from cudal1_tui.store.records import CandidateRecord
 
 EXTENSION = "jsonl"
 
@@ -45,8 +46,23 @@ def _groups(data: SessionData) -> list[list[CandidateRecord]]:
     return [g for g in by_prompt.values() if len(g) > 1]
 
 
+class PreferenceRow(TypedDict):
+    prompt: list[ChatTurn]
+    chosen: list[ChatTurn]
+    rejected: list[ChatTurn]
+    chosen_reward: float
+    rejected_reward: float
+    chosen_speedup: float | None
+    rejected_speedup: float | None
+    pair_reason: str
+    problem_name: str
+    chosen_record_id: str
+    rejected_record_id: str
+    session_id: str
+
+
 def _row(data: SessionData, chosen: CandidateRecord, rejected: CandidateRecord, reason: str,
-         options: ExportOptions) -> dict[str, Any]:
+         options: ExportOptions) -> PreferenceRow:
     return {
         "prompt": prompt_of(chosen),
         "chosen": [assistant(chosen, options.with_reasoning)],
@@ -63,7 +79,7 @@ def _row(data: SessionData, chosen: CandidateRecord, rejected: CandidateRecord, 
     }
 
 
-def pairs(data: SessionData, options: ExportOptions) -> list[dict[str, Any]]:
+def pairs(data: SessionData, options: ExportOptions) -> list[PreferenceRow]:
     eligible = {r.record_id for r in selected(data, options)}
     rows = []
     for group in _groups(data):

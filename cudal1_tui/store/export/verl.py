@@ -10,14 +10,17 @@ reward back.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from cudal1_tui.errors import ExportError
 from cudal1_tui.store.export.common import (
+    ChatTurn,
     ExportOptions,
+    PrecisionColumns,
     SessionData,
     has_completion,
     precision_columns,
+    prompt_of,
     selected,
 )
 
@@ -25,16 +28,37 @@ EXTENSION = "parquet"
 ABILITY = "cuda-optimization"
 
 
-def _rows(sessions: list[SessionData], options: ExportOptions) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+class RewardModel(TypedDict):
+    style: str
+    ground_truth: str
+
+
+class ExtraInfo(PrecisionColumns):
+    split: str
+    index: int
+    session_id: str
+    record_id: str
+    speedup: float | None
+    reward: float
+
+
+class VerlRow(TypedDict):
+    data_source: str
+    prompt: list[ChatTurn]
+    ability: str
+    reward_model: RewardModel
+    extra_info: ExtraInfo
+
+
+def _rows(sessions: list[SessionData], options: ExportOptions) -> list[VerlRow]:
+    rows: list[VerlRow] = []
     for data in sessions:
         for record in selected(data, options):
             if not has_completion(record):
                 continue
             rows.append({
                 "data_source": f"cudal1-tui/{data.problem_name}",
-                "prompt": [{"role": m.role, "content": m.content}
-                           for m in record.prompt_messages if m.role != "assistant"],
+                "prompt": prompt_of(record),
                 "ability": ABILITY,
                 "reward_model": {"style": "rule", "ground_truth": data.reference_source},
                 "extra_info": {"split": "train", "index": len(rows),

@@ -11,20 +11,22 @@ completions with the evaluator is future work.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 
 def compute_score(
     data_source: str,
     solution_str: str,
     ground_truth: str,
-    extra_info: dict[str, Any] | None = None,
+    extra_info: Mapping[str, object] | None = None,
 ) -> float:
     """The logged reward of the row's candidate; 0.0 when the row carries none."""
     if not data_source.startswith("cudal1-tui/") or not extra_info:
         return 0.0
     value = extra_info.get("reward")
+    if not isinstance(value, int | float | str):
+        return 0.0
     try:
-        return float(value) if value is not None else 0.0
-    except (TypeError, ValueError):
+        return float(value)
+    except ValueError:
         return 0.0

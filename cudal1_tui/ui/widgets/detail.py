@@ -15,7 +15,7 @@ from textual.widgets import (
     TextArea,
 )
 
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.diffing import Layout, render_diff, stats
 from cudal1_tui.ui.format import STATUS_STYLE
 from cudal1_tui.ui.syntax import cuda_highlight_query, cuda_language, cuda_sources
@@ -41,16 +41,15 @@ def findings_text(record: CandidateRecord) -> Text:
     warning = noise_warning(result)
     if warning:
         text.append(f"\n{warning}", style="yellow")
-    for line in (record.parse_error, str(result.get("message", "") or "")):
+    for line in (record.parse_error, result.message):
         if line:
             text.append(f"\n{line}")
-    for flag in result.get("flags", []) or []:
-        text.append(f"\nintegrity {flag.get('severity', 'reject')}: {flag.get('code')}: "
-                    f"{flag.get('reason', '')}", style="red")
+    for flag in result.flags:
+        text.append(f"\nintegrity {flag.severity}: {flag.code}: {flag.reason}", style="red")
     for finding in record.gate_findings:
-        text.append(f"\nstatic gate: {', '.join(f'{k}={v}' for k, v in finding.items())}",
-                    style="red")
-    compile_log = str(result.get("compile_log", "") or "").strip()
+        text.append(f"\nstatic gate: code={finding.code}, reason={finding.reason}, "
+                    f"severity={finding.severity}", style="red")
+    compile_log = result.compile_log.strip()
     if compile_log and record.status == "compile_error":
         text.append("\n" + "\n".join(compile_log.splitlines()[-COMPILE_TAIL:]), style="dim")
     return text

@@ -14,7 +14,7 @@ from textual.containers import Vertical
 from textual.widgets import Collapsible, Label, Log
 
 from cudal1_tui.engine.events import StreamChunk
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.display import display_of
 
 Key = tuple[int, int]  # (round, slot)

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual import events
 from textual.widgets import DataTable
 
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.display import DEFAULT, DisplayOptions, display_of
 from cudal1_tui.ui.format import STATUS_STYLE, flags_text, max_error, record_flags, source_text
 from cudal1_tui.ui.messages import VariantChosen

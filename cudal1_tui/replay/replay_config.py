@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from cudal1_tui.replay.quirks import QUIRKS, Quirk
-from cudal1_tui.replay.source import Reply
+from cudal1_tui.replay.reply_source import Reply
 
 ReasoningStyle = Literal["reasoning", "reasoning_content", "think", "none"]
 REASONING_STYLES: tuple[ReasoningStyle, ...] = ("reasoning", "reasoning_content", "think", "none")
@@ -29,7 +29,7 @@ class ReplayConfig:
     llama.cpp), ``think`` (inline ``<think>…</think>`` in the content) or ``none`` (dropped).
     """
 
-    source: Path | None = None  # trace.jsonl, session dir or script (see replay.source)
+    source: Path | None = None  # trace.jsonl, session dir or script (see replay.reply_source)
     replies: tuple[Reply, ...] = ()  # scripted in code; used instead of ``source`` when set
     model: str = ""  # advertised name; empty: the source's model, else DEFAULT_MODEL
     host: str = "127.0.0.1"

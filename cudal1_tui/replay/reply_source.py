@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from cudal1_tui.errors import Cudal1Error
 
@@ -98,7 +98,7 @@ def load_replies(path: Path) -> ReplyBook:
     raise ReplaySourceError(f"{path}: expected trace.jsonl, a session dir, *.json, *.jsonl or *.md")
 
 
-def _reply_from_obj(obj: Any, where: str) -> Reply:
+def _reply_from_obj(obj: object, where: str) -> Reply:
     if not isinstance(obj, dict):
         raise ReplaySourceError(f"{where}: a reply must be an object, got {type(obj).__name__}")
     content = obj.get("content")
@@ -114,11 +114,11 @@ def _reply_from_obj(obj: Any, where: str) -> Reply:
     return Reply(content=content, reasoning=reasoning, finish_reason=finish, key=key)
 
 
-def _is_trace_row(obj: dict[str, Any]) -> bool:
+def _is_trace_row(obj: Mapping[str, object]) -> bool:
     return obj.get("kind") in {"candidate", "decision"} or "record_id" in obj
 
 
-def _reply_from_trace_row(obj: dict[str, Any]) -> Reply | None:
+def _reply_from_trace_row(obj: Mapping[str, object]) -> Reply | None:
     if obj.get("kind", "candidate") != "candidate" or obj.get("source") != "model":
         return None
     raw = obj.get("raw_response")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cudal1_tui.prompting.excerpt import error_excerpt
-from cudal1_tui.store.records import CandidateRecord, ExemplarRef
+from cudal1_tui.records import CandidateRecord, ExemplarRef
 
 ExemplarRole = Literal["best", "accepted", "contrast", "failure", "builtin"]
 

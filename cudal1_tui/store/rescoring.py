@@ -12,12 +12,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from cudal1_evaluator import reward as rewards
 from cudal1_tui.errors import SessionError
-from cudal1_tui.store.measure import noise_of, speedup_from_result
-from cudal1_tui.store.records import CandidateRecord
+from cudal1_tui.measurements import noise_of, speedup_from_result
+from cudal1_tui.records import CandidateRecord, JsonObject
 
 
 @dataclass
@@ -30,7 +29,7 @@ class RescoredRow:
     formula: str
     params: dict[str, float]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
 
@@ -61,7 +60,7 @@ def rescore(
                            fix=f"use one of: {', '.join(sorted(rewards.FORMULAS))}")
     rows = []
     for record in records:
-        status = str(record.result.get("status", record.status))
+        status = record.result.status
         speedup = speedup_from_result(record.result) if status == "ok" else None
         if speedup is None and status == "ok":
             speedup = record.speedup

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 
 from cudal1_tui.config import Settings
 from cudal1_tui.prompting.budget import fit_exemplars
-from cudal1_tui.prompting.exemplar import (
+from cudal1_tui.prompting.exemplar_items import (
     Exemplar,
     ExemplarCandidate,
     ExemplarRole,
     exemplar_refs,
 )
-from cudal1_tui.store.records import ExemplarRef
+from cudal1_tui.records import ExemplarRef
 
 __all__ = [
     "Bucket",

@@ -10,7 +10,7 @@ from cudal1_tui.config import Settings
 from cudal1_tui.errors import ModelError
 from cudal1_tui.llm.client import ModelClient
 from cudal1_tui.llm.errors import ServerError
-from cudal1_tui.store.records import Message, SamplingSettings
+from cudal1_tui.records import Message, SamplingSettings
 
 ProbeStatus = Literal["ok", "missing", "warn"]
 PROBE_MESSAGES = [Message("user", "Say OK.")]

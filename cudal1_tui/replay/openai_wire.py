@@ -4,14 +4,79 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
-from cudal1_tui.replay.config import ReasoningStyle
-from cudal1_tui.replay.source import Reply
+from cudal1_tui.replay.replay_config import ReasoningStyle
+from cudal1_tui.replay.reply_source import Reply
 
 CHARS_PER_TOKEN = 4
 MAX_N = 16
+
+
+class ErrorFields(TypedDict):
+    message: str
+    type: str
+    param: str | None
+    code: int
+
+
+class ErrorBody(TypedDict):
+    error: ErrorFields
+    object: Literal["error"]
+    message: str
+
+
+class Usage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class Delta(TypedDict, total=False):
+    """A streamed choice's increment; a reasoning server names its field one of two ways."""
+
+    role: Literal["assistant"]
+    content: str
+    reasoning: str
+    reasoning_content: str
+
+
+class AssistantMessage(Delta):
+    """A whole reply of a non-streamed completion: the same fields as a delta."""
+
+
+class DeltaChoice(TypedDict):
+    index: int
+    delta: Delta
+    logprobs: None
+    finish_reason: str | None
+
+
+class Chunk(TypedDict):
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[DeltaChoice]
+    usage: NotRequired[Usage]
+
+
+class MessageChoice(TypedDict):
+    index: int
+    message: AssistantMessage
+    logprobs: None
+    finish_reason: str
+
+
+class ChatCompletion(TypedDict):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[MessageChoice]
+    usage: Usage
 
 
 class RequestError(Exception):
@@ -25,11 +90,11 @@ class RequestError(Exception):
         self.kind = kind
         self.param = param
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> ErrorBody:
         return error_body(self.message, self.kind, self.status, self.param)
 
 
-def error_body(message: str, kind: str, code: int, param: str | None = None) -> dict[str, Any]:
+def error_body(message: str, kind: str, code: int, param: str | None = None) -> ErrorBody:
     return {"error": {"message": message, "type": kind, "param": param, "code": code},
             "object": "error", "message": message}
 
@@ -49,7 +114,7 @@ class ChatRequest:
     has_stream_options: bool = False
 
 
-def _int_field(data: dict[str, Any], name: str, low: int, high: int | None) -> int | None:
+def _int_field(data: Mapping[str, object], name: str, low: int, high: int | None) -> int | None:
     value = data.get(name)
     if value is None:
         return None
@@ -60,7 +125,7 @@ def _int_field(data: dict[str, Any], name: str, low: int, high: int | None) -> i
     return value
 
 
-def _prompt_text(messages: Any) -> str:
+def _prompt_text(messages: object) -> str:
     if not isinstance(messages, list) or not messages:
         raise RequestError(400, "'messages' must be a non-empty list", param="messages")
     parts: list[str] = []
@@ -164,41 +229,41 @@ class Envelope:
     created: int
     model: str
 
-    def chunk(self, choices: list[dict[str, Any]],
-              usage: dict[str, int] | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "object": "chat.completion.chunk",
-                               "created": self.created, "model": self.model, "choices": choices}
+    def chunk(self, choices: list[DeltaChoice], usage: Usage | None = None) -> Chunk:
+        out: Chunk = {"id": self.id, "object": "chat.completion.chunk",
+                      "created": self.created, "model": self.model, "choices": choices}
         if usage is not None:
             out["usage"] = usage
         return out
 
 
-def delta_choice(index: int, delta: dict[str, Any],
-                 finish_reason: str | None = None) -> dict[str, Any]:
+def delta_choice(index: int, delta: Delta, finish_reason: str | None = None) -> DeltaChoice:
     return {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
 
 
-def piece_delta(piece: Piece, style: ReasoningStyle) -> dict[str, Any]:
-    if piece.kind == "reasoning":
-        field = "reasoning_content" if style == "reasoning_content" else "reasoning"
-        return {field: piece.text}
-    return {"content": piece.text}
+def piece_delta(piece: Piece, style: ReasoningStyle) -> Delta:
+    if piece.kind != "reasoning":
+        return {"content": piece.text}
+    if style == "reasoning_content":
+        return {"reasoning_content": piece.text}
+    return {"reasoning": piece.text}
 
 
-def usage_dict(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+def usage_dict(prompt_tokens: int, completion_tokens: int) -> Usage:
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens}
 
 
 def completion_payload(envelope: Envelope, plans: list[ChoicePlan], style: ReasoningStyle,
-                       prompt_tokens: int) -> dict[str, Any]:
+                       prompt_tokens: int) -> ChatCompletion:
     """A non-streamed ``chat.completion``."""
-    choices = []
+    choices: list[MessageChoice] = []
     for plan in plans:
-        message: dict[str, Any] = {"role": "assistant", "content": plan.content}
-        if plan.reasoning:
-            field = "reasoning_content" if style == "reasoning_content" else "reasoning"
-            message[field] = plan.reasoning
+        message: AssistantMessage = {"role": "assistant", "content": plan.content}
+        if plan.reasoning and style == "reasoning_content":
+            message["reasoning_content"] = plan.reasoning
+        elif plan.reasoning:
+            message["reasoning"] = plan.reasoning
         choices.append({"index": plan.index, "message": message, "logprobs": None,
                         "finish_reason": plan.finish_reason})
     return {"id": envelope.id, "object": "chat.completion", "created": envelope.created,
