@@ -11,12 +11,12 @@ from cudal1_evaluator.isolation import lifetime
 from cudal1_evaluator.parent.build_cache import default_build_dir
 from cudal1_evaluator.schema import ProbeResult
 from cudal1_tui.config import Settings, build_dir, sessions_dir
-from cudal1_tui.engine.builder import probe_job
 from cudal1_tui.engine.device import resolve_device
-from cudal1_tui.engine.evaluation import probe
 from cudal1_tui.engine.events import ProbeFinished, SessionOpened, StageChanged
+from cudal1_tui.engine.jobs import probe_job
 from cudal1_tui.engine.workspace import Emit, Problem
 from cudal1_tui.errors import ProblemError
+from cudal1_tui.judging import JUDGE
 from cudal1_tui.llm.parsing import signature_of
 from cudal1_tui.problem.inspect import inspect_source
 from cudal1_tui.problem.loader import read_source
@@ -62,8 +62,8 @@ def _problem(path: Path, source: str, name: str, sizes: Sizes, device: str) -> P
 
 def _probe(settings: Settings, problem: Problem, device: str, emit: Emit) -> ProbeResult:
     emit(StageChanged(0, 0, "probing", f"running the reference on {device}"))
-    return probe(probe_job(settings, problem_source=problem.eval_source,
-                           problem_name=problem.name, device=device))
+    return JUDGE.probe(probe_job(settings, problem_source=problem.eval_source,
+                                 problem_name=problem.name, device=device))
 
 
 def _details(result: ProbeResult, problem: Problem) -> dict[str, object]:

@@ -11,6 +11,7 @@ from cudal1_tui.config import Settings
 from cudal1_tui.engine.events import EngineEvent
 from cudal1_tui.engine.generate import ModelGateway
 from cudal1_tui.engine.pool import EvalPool
+from cudal1_tui.judging import JUDGE, Judge
 from cudal1_tui.llm.parsing import Signature
 from cudal1_tui.problem.model import Inspection
 from cudal1_tui.prompting import Templates
@@ -46,6 +47,7 @@ class Workspace:
     emit: Emit
     reference_ms: float | None = None
     cuda_arch: str = ""
+    judge: Judge = JUDGE
     cancel: threading.Event = field(default_factory=threading.Event)
     write_lock: threading.Lock = field(default_factory=threading.Lock)
 

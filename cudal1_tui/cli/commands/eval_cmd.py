@@ -14,8 +14,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from cudal1_evaluator.launch import evaluate
-from cudal1_evaluator.schema import Flag, Job, Result
+from cudal1_evaluator.schema import Job, Result
+from cudal1_tui.judging import JUDGE
+from cudal1_tui.present.verdict import verdict_details
 from cudal1_tui.uncertainty import interval_text, machine_busy, noise_warning, precision_text
 
 NAME = "eval"
@@ -101,32 +102,13 @@ def _job(args: argparse.Namespace) -> Job:
     )
 
 
-def _gate(job: Job) -> list[Flag]:
-    """The static gate's findings, when the gate is installed."""
-    try:
-        from cudal1_tui.analysis.gate import check_candidate
-    except ImportError:
-        return []
-    return [f.to_flag() for f in check_candidate(job.candidate_source, job.problem_source)]
-
-
 def judge(job: Job, console: Console | None = None) -> Result:
     """Static gate first; the isolated evaluation only when nothing is rejected."""
-    flags = _gate(job)
-    rejects = [f for f in flags if f.severity == "reject"]
-    if rejects:
-        reasons = "; ".join(f"{f.code}: {f.reason}" for f in rejects)
-        return Result(status="rejected", flags=flags, job_id=job.job_id,
-                      reward_formula=job.reward.name, reward_params=dict(job.reward.params),
-                      message=f"rejected by the static gate: {reasons}")
     if console is None:
-        result = evaluate(job)
-    else:
-        with console.status("evaluating…") as status:
-            result = evaluate(job, on_progress=lambda stage, done, total, detail: status.update(
-                f"{stage} {done}/{total} {detail}".rstrip()))
-    result.flags = [*flags, *result.flags]
-    return result
+        return JUDGE.judge(job)
+    with console.status("evaluating…") as status:
+        return JUDGE.judge(job, on_progress=lambda stage, done, total, detail: status.update(
+            f"{stage} {done}/{total} {detail}".rstrip()))
 
 
 def _print_summary(result: Result, console: Console) -> None:
@@ -140,18 +122,15 @@ def _print_summary(result: Result, console: Console) -> None:
     for warning in (noise_warning(stored), machine_busy()):
         if warning:
             console.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    if result.message:
-        console.print(result.message, highlight=False, markup=False)
     if result.timing:
         table = Table("timing", "median ms", "p10", "p90", "n", box=None)
         for name, t in result.timing.items():
             table.add_row(name, f"{t.median_ms:.4g}", f"{t.p10_ms:.4g}", f"{t.p90_ms:.4g}",
                           str(t.n))
         console.print(table)
-    for flag in result.flags:
-        console.print(f"[yellow]{flag.severity}[/] {flag.code}: {flag.reason}", highlight=False)
-    if result.status == "compile_error" and result.compile_log:
-        console.print(result.compile_log, highlight=False, markup=False)
+    details = verdict_details(result, compile_tail=None)
+    if details:
+        console.print(details, highlight=False)
 
 
 def run(args: argparse.Namespace) -> int:

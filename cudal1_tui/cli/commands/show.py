@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from cudal1_tui.cli.commands.sessions import speed
+from cudal1_tui.cli.commands.sessions_cmd import speed
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
 from cudal1_tui.cli.session_refs import resolve_ref
 from cudal1_tui.config import sessions_dir

@@ -15,6 +15,7 @@ from textual.widgets import (
     TextArea,
 )
 
+from cudal1_tui.present.verdict import record_details
 from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.ui.diffing import Layout, render_diff, stats
 from cudal1_tui.ui.format import STATUS_STYLE
@@ -41,18 +42,10 @@ def findings_text(record: CandidateRecord) -> Text:
     warning = noise_warning(result)
     if warning:
         text.append(f"\n{warning}", style="yellow")
-    for line in (record.parse_error, str(result.get("message", "") or "")):
-        if line:
-            text.append(f"\n{line}")
-    for flag in result.get("flags", []) or []:
-        text.append(f"\nintegrity {flag.get('severity', 'reject')}: {flag.get('code')}: "
-                    f"{flag.get('reason', '')}", style="red")
-    for finding in record.gate_findings:
-        text.append(f"\nstatic gate: {', '.join(f'{k}={v}' for k, v in finding.items())}",
-                    style="red")
-    compile_log = str(result.get("compile_log", "") or "").strip()
-    if compile_log and record.status == "compile_error":
-        text.append("\n" + "\n".join(compile_log.splitlines()[-COMPILE_TAIL:]), style="dim")
+    details = record_details(record, COMPILE_TAIL)
+    if details:
+        text.append("\n")
+        text.append_text(details)
     return text
 
 
