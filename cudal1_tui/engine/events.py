@@ -5,8 +5,10 @@ Every event is a frozen dataclass. Consumers dispatch on the type.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
+
+from cudal1_evaluator.schema import ProbeResult
 
 Stage = Literal[
     "probing", "prompting", "generating", "parsing", "gating",
@@ -30,7 +32,8 @@ class ProbeFinished:
     reference_ms: float | None
     torch_compile_ms: float | None
     device: str
-    details: dict[str, Any] = field(default_factory=dict)
+    details: ProbeResult | None = None  # the evaluator's probe of the reference
+    cpu_sizes: bool = False  # the problem runs at its `# cpu-sizes:` values
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -66,16 +66,8 @@ def _probe(settings: Settings, problem: Problem, device: str, emit: Emit) -> Pro
                                  problem_name=problem.name, device=device))
 
 
-def _details(result: ProbeResult, problem: Problem) -> dict[str, object]:
-    return {
-        "inputs": [asdict(t) for t in result.inputs],
-        "outputs": [asdict(t) for t in result.outputs],
-        "parameter_count": result.parameter_count,
-        "input_sensitivity": result.input_sensitivity,
-        "device": result.device,
-        "versions": result.versions,
-        "cpu_sizes": problem.eval_source != problem.source,
-    }
+def _at_cpu_sizes(problem: Problem) -> bool:
+    return problem.eval_source != problem.source
 
 
 def sweep_leftovers(settings: Settings) -> None:
@@ -103,8 +95,8 @@ def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | 
                                sizes, device)
         result = _probe(settings, problem, device, emit)
         if not result.ok:
-            emit(ProbeFinished(False, result.message, None, None, device,
-                               _details(result, problem)))
+            emit(ProbeFinished(False, result.message, None, None, device, result,
+                               _at_cpu_sizes(problem)))
             raise ProblemError(f"{problem.path}: the probe of the reference failed "
                                f"({result.error_kind or 'error'}): {result.message}",
                                fix=_PROBE_FIX.get(result.error_kind, "fix the problem file"))
@@ -112,8 +104,7 @@ def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | 
             meta = SessionMeta(device={**result.device, "requested": settings.device,
                                        "used": device},
                                versions=result.versions,
-                               extra={"sizes": sizes,
-                                      "cpu_sizes": problem.eval_source != problem.source})
+                               extra={"sizes": sizes, "cpu_sizes": _at_cpu_sizes(problem)})
             session = Session.create(problem.path, problem.source, settings, meta)
     except BaseException:
         if session is not None:
@@ -121,7 +112,7 @@ def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | 
         raise
     emit(SessionOpened(session.id, str(session.path), problem.name, resume is not None))
     emit(ProbeFinished(True, result.message or "ok", result.reference_time_ms, None, device,
-                       _details(result, problem)))
+                       result, _at_cpu_sizes(problem)))
     capability = result.device.get("capability") if device.startswith("cuda") else None
     return Opened(session, problem, device, result.reference_time_ms, resume is not None,
                   str(capability or ""))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cudal1_evaluator.schema import ProbeResult
 from cudal1_tui.store.records import CandidateRecord
 
 STATUS_STYLE: dict[str, str] = {
@@ -67,10 +68,9 @@ def record_flags(record: CandidateRecord) -> list[str]:
     return flag_codes(record.result) + gate
 
 
-def device_text(device: str, details: dict[str, Any]) -> str:
+def device_text(device: str, probe: ProbeResult | None) -> str:
     """``cuda:0 (NVIDIA H100 80GB HBM3)`` when the probe named the GPU, else the device."""
-    info = details.get("device")
-    name = info.get("name") if isinstance(info, dict) else None
+    name = probe.device.get("name") if probe is not None else None
     return f"{device} ({name})" if name else device
 
 

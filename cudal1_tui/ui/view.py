@@ -249,10 +249,10 @@ class SessionView(App[int]):
                         torch_compile_ms=self.header_info.torch_compile_ms
                         or event.torch_compile_ms)
         self.log_line(f"probe: {event.message}")
-        shapes = ", ".join(f"{tuple(t.get('shape', ()))} {t.get('dtype', '')}"
-                           for t in event.details.get("inputs", []) or [])
+        inputs = event.details.inputs if event.details is not None else []
+        shapes = ", ".join(f"{tuple(t.shape)} {t.dtype}" for t in inputs)
         if shapes:
-            cpu = " (CPU sizes)" if event.details.get("cpu_sizes") else ""
+            cpu = " (CPU sizes)" if event.cpu_sizes else ""
             self.log_line(f"inputs{cpu}: {shapes}")
         if not event.ok:
             self.query_one(ErrorBanner).show(event.message, "fix the problem file, then retry")

@@ -9,6 +9,7 @@ import ui_recorded as recorded
 from textual.widgets import Input, Label, Log, Static
 from ui_helpers import SIZE, plain, wait_until
 
+from cudal1_evaluator.schema import ProbeResult, TensorSpec
 from cudal1_tui.config import DEFAULT_KEYS, Settings
 from cudal1_tui.engine import events as ev
 from cudal1_tui.ui.app import CudaL1App
@@ -189,10 +190,10 @@ async def test_concurrent_slots_stream_without_mixing() -> None:
 async def test_probe_names_the_gpu_and_logs_the_inputs() -> None:
     app = _app()
     async with app.run_test(size=SIZE) as pilot:
-        app.post_message(EngineEventPosted(ev.ProbeFinished(
-            True, "ok", 1.25, 0.9, "cuda:0",
-            {"device": {"type": "cuda", "name": "NVIDIA H100"}, "cpu_sizes": False,
-             "inputs": [{"shape": [8, 16], "dtype": "float16"}]})))
+        probe = ProbeResult(ok=True, device={"type": "cuda", "name": "NVIDIA H100"},
+                            inputs=[TensorSpec(shape=[8, 16], dtype="float16")])
+        app.post_message(EngineEventPosted(ev.ProbeFinished(True, "ok", 1.25, 0.9, "cuda:0",
+                                                            probe, cpu_sizes=False)))
         await pilot.pause()
         assert app.header_info.device == "cuda:0 (NVIDIA H100)"
         assert app.header_info.torch_compile_ms == 0.9

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 from rich.console import Console
 from rich.table import Table
@@ -29,7 +29,46 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(handler=run)
 
 
-def candidate_row(r: CandidateRecord) -> dict[str, Any]:
+class CandidateRow(TypedDict):
+    """One candidate in ``show --json``."""
+
+    record_id: str
+    round: int
+    slot: int
+    source: str
+    status: str
+    speedup: float | None
+    speedup_interval: tuple[float, float] | None
+    noisy: bool
+    speedup_strict: float | None
+    precision: object
+    reward: float
+    flags: list[str]
+    decision: str
+
+
+class HistoryRow(TypedDict):
+    sha: str
+    action: str
+    record_id: str
+    summary: str
+    at: str
+
+
+class SessionJson(TypedDict):
+    """What ``show --json`` prints."""
+
+    session: dict[str, Any]  # the session's meta.json, minus the problem source
+    path: str
+    candidates: list[CandidateRow]
+    best: str | None
+    accepted: str | None
+    history: list[HistoryRow]
+    warnings: list[str]
+    notes: list[str]
+
+
+def candidate_row(r: CandidateRecord) -> CandidateRow:
     return {"record_id": r.record_id, "round": r.round, "slot": r.slot, "source": r.source,
             "status": r.status, "speedup": r.speedup,
             "speedup_interval": speedup_interval(r.result), "noisy": noisy(r.result),
@@ -38,7 +77,7 @@ def candidate_row(r: CandidateRecord) -> dict[str, Any]:
             "flags": flag_codes(r.result), "decision": r.decision}
 
 
-def _as_json(session: Session) -> dict[str, Any]:
+def _as_json(session: Session) -> SessionJson:
     meta = session.meta.to_dict()
     meta.pop("problem_source", None)
     best, accepted = session.best(), session.accepted()
