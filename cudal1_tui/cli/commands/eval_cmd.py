@@ -7,7 +7,6 @@ runtime error, incorrect, timeout, rejected), 2 bad usage (a missing file, a bad
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -15,6 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from cudal1_evaluator.schema import Job, Result
+from cudal1_tui.config.validate import tolerance_presets
+from cudal1_tui.engine.device import resolve_device
+from cudal1_tui.errors import ConfigError
 from cudal1_tui.judging import JUDGE
 from cudal1_tui.present.verdict import verdict_details
 from cudal1_tui.uncertainty import interval_text, machine_busy, noise_warning, precision_text
@@ -22,19 +24,19 @@ from cudal1_tui.uncertainty import interval_text, machine_busy, noise_warning, p
 NAME = "eval"
 NOT_OK = 1
 USAGE_ERROR = 2
-_DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(NAME, help="evaluate one candidate against a problem")
     parser.add_argument("problem", type=Path, help="the reference problem file")
     parser.add_argument("candidate", type=Path, help="a module defining ModelNew")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--device", default="cpu",
+                        help="cpu, cuda, cuda:N or auto (a GPU if torch sees one; default cpu)")
     parser.add_argument("--sizes", choices=("auto", "cpu", "full"), default="auto",
                         help="problem sizes: the file's (full), its `# cpu-sizes:` (cpu), or "
                         "cpu sizes on a CPU device and full ones on a GPU (auto, the default)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--tolerance", default="strict", choices=["strict", "relaxed"])
+    parser.add_argument("--tolerance", default="strict", choices=tolerance_presets())
     parser.add_argument("--trials", type=int, default=5, help="correctness trials")
     parser.add_argument("--budget", type=float, default=10.0, help="timing budget, seconds")
     parser.add_argument("--timeout", type=float, default=300.0, help="wall-clock limit, seconds")
@@ -58,9 +60,9 @@ def _read(path: Path, what: str) -> str:
         raise _Usage(f"cannot read the {what} file {path}: {exc}") from None
 
 
-def _sized(source: str, args: argparse.Namespace) -> str:
+def _sized(source: str, args: argparse.Namespace, device: str) -> str:
     """The problem at the sizes asked for: ``auto`` shrinks on a CPU device only."""
-    if args.sizes == "full" or (args.sizes == "auto" and args.device != "cpu"):
+    if args.sizes == "full" or (args.sizes == "auto" and device != "cpu"):
         return source
     from cudal1_tui.errors import ProblemError
     from cudal1_tui.problem.sizing import shrink_for_cpu
@@ -82,15 +84,21 @@ def _build_dir(args: argparse.Namespace) -> str:
         return ""
 
 
+def _device(requested: str) -> str:
+    try:
+        return resolve_device(requested)
+    except ConfigError as exc:
+        raise _Usage(exc.message) from None
+
+
 def _job(args: argparse.Namespace) -> Job:
-    if not _DEVICE.match(args.device):
-        raise _Usage(f"bad device {args.device!r}: use cpu, cuda or cuda:N")
+    device = _device(args.device)
     if args.trials < 1 or args.budget <= 0 or args.timeout <= 0:
         raise _Usage("--trials must be >= 1, --budget and --timeout > 0")
     return Job(
-        problem_source=_sized(_read(args.problem, "problem"), args),
+        problem_source=_sized(_read(args.problem, "problem"), args, device),
         candidate_source=_read(args.candidate, "candidate"),
-        device=args.device,
+        device=device,
         problem_name=args.problem.stem,
         job_id=args.candidate.stem,
         correctness_trials=args.trials,
