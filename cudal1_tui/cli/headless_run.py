@@ -23,7 +23,8 @@ from cudal1_tui.engine.events import EngineError
 from cudal1_tui.engine.round import RoundSummary
 from cudal1_tui.engine.shutdown import Terminated, raising_on_termination
 from cudal1_tui.errors import Cudal1Error
-from cudal1_tui.present.run_progress import HeadlessProgress, speed, summary_table
+from cudal1_tui.present.run_progress import HeadlessProgress, summary_table
+from cudal1_tui.present.speedup import NO_SPEEDUP, speed_text
 
 EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
 NOTHING_FIX = "check the model server (`cudal1-tui doctor`) and the messages above"
@@ -75,7 +76,7 @@ def _row(engine: Engine) -> dict[str, str]:
         "problem": engine.problem_name,
         "candidates": str(len(records)),
         "ok": str(sum(r.status == "ok" for r in records)),
-        "best": speed(best.speedup) if best else "—",
+        "best": speed_text(best.speedup) if best else NO_SPEEDUP,
         "source": best.source if best else "—",
         "session": str(engine.session_path or ""),
     }

@@ -22,10 +22,7 @@ from cudal1_tui.engine.events import (
     StageChanged,
     StreamChunk,
 )
-
-
-def speed(value: float | None) -> str:
-    return f"{value:.2f}x" if value is not None else "—"
+from cudal1_tui.present.speedup import speed_text
 
 
 @dataclass
@@ -139,13 +136,13 @@ class HeadlessProgress:
     def _on_candidate_finished(self, e: CandidateFinished) -> None:
         flags = f" flags: {', '.join(e.flags)}" if e.flags else ""
         self._print(f"  slot {e.slot}: {e.record_id} {e.source}: {e.status} "
-                    f"{speed(e.speedup)}{flags}")
+                    f"{speed_text(e.speedup)}{flags}")
         self.slots.pop(e.slot, None)
 
     def _on_round_finished(self, e: RoundFinished) -> None:
         tail = " (cancelled)" if e.cancelled else ""
-        self._print(f"{self.problem}: round {e.round} done, best so far {speed(e.best_speedup)}"
-                    f"{tail}")
+        best = speed_text(e.best_speedup)
+        self._print(f"{self.problem}: round {e.round} done, best so far {best}{tail}")
 
     def _on_engine_error(self, e: EngineError) -> None:
         self._print(f"{self.problem or 'engine'}: {e.message}", "yellow")

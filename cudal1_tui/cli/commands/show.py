@@ -9,10 +9,10 @@ from typing import Any, TypedDict
 from rich.console import Console
 from rich.table import Table
 
-from cudal1_tui.cli.commands.sessions_cmd import speed
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
 from cudal1_tui.cli.session_refs import resolve_ref
 from cudal1_tui.config import sessions_dir
+from cudal1_tui.present.speedup import DASH, speed_text
 from cudal1_tui.store import Session
 from cudal1_tui.store.measure import flag_codes
 from cudal1_tui.store.records import CandidateRecord
@@ -110,7 +110,7 @@ def _candidates_table(session: Session) -> Table:
 
 
 def _speedup(r: CandidateRecord) -> str:
-    text = precision_text(r.result, r.speedup) if r.speedup is not None else speed(None)
+    text = precision_text(r.result, r.speedup) if r.speedup is not None else speed_text(None, DASH)
     return f"[yellow]{text} (noisy)[/]" if noisy(r.result) else text
 
 
@@ -125,7 +125,7 @@ def _print(console: Console, session: Session) -> None:
         console.print(f"note: {note}", highlight=False)
     console.print(_candidates_table(session))
     best = session.best()
-    console.print(f"best: {speed(best.speedup) if best else '-'}"
+    console.print(f"best: {speed_text(best.speedup, DASH) if best else '-'}"
                   f"{f' ({best.record_id})' if best else ''}")
     if not session.history.has_git:
         accepted = session.accepted()
