@@ -39,9 +39,14 @@ PATCHING = textwrap.dedent('''
 ''')
 
 
-def test_the_one_judge_is_an_isolated_judge() -> None:
-    judge: Judge = IsolatedJudge()  # the Protocol is satisfied structurally
-    assert isinstance(JUDGE, IsolatedJudge) and judge.gate is not None
+def test_the_engine_judges_through_the_one_judge() -> None:
+    from dataclasses import fields
+
+    from cudal1_tui.engine.workspace import Workspace
+
+    judge: Judge = IsolatedJudge()  # the Protocol is satisfied structurally (mypy checks)
+    assert isinstance(JUDGE, type(judge))
+    assert next(f for f in fields(Workspace) if f.name == "judge").default is JUDGE
 
 
 def test_unevaluated_scores_the_status_and_keeps_the_build_log() -> None:
