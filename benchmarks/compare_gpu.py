@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:
 
 from cudal1_evaluator.launch import build, evaluate  # noqa: E402
 from cudal1_evaluator.schema import BuildOutcome, Job, Result  # noqa: E402
-from cudal1_tui.engine.evaluation import FINAL_BUILD_STATUSES, build_verdict  # noqa: E402
+from cudal1_tui.judging import FINAL_BUILD_STATUSES, build_verdict  # noqa: E402
 
 HARNESS = Path(__file__).with_name("independent_harness.py")
 

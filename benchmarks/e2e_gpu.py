@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cudal1_tui.config import Settings  # noqa: E402
+from cudal1_tui.engine.acceptance import accept_best  # noqa: E402
 from cudal1_tui.engine.engine import Engine  # noqa: E402
-from cudal1_tui.engine.headless import accept_best  # noqa: E402
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply  # noqa: E402
 from cudal1_tui.store.export import ExportOptions, export_sessions  # noqa: E402
 

@@ -19,7 +19,7 @@ from cudal1_evaluator.schema import STATUSES, Flag, Result
 TRACE_SCHEMA_VERSION = 1
 
 Decision = Literal["pending", "accepted", "rejected", "undone"]
-UsageValue = int | float | str | bool | None
+UsageValue = int | float | str | bool | None | dict[str, int]  # reply_cut: the sizes cut
 # What JSON holds: session.json's free-form parts and the export rows.
 JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
 JsonObject = dict[str, JsonValue]

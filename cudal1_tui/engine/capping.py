@@ -7,7 +7,6 @@ parsing, and the record says so (``usage["reply_cut"]``, and the round's message
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 CUT_FIX = "raise max_reply_kb (CUDAL1_MAX_REPLY_KB) if replies this long are expected"
 
@@ -24,7 +23,7 @@ class CappedReply:
     def cut(self) -> bool:
         return self.content_chars > self.limit_chars or self.reasoning_chars > self.limit_chars
 
-    def usage(self) -> dict[str, Any]:
+    def usage(self) -> dict[str, dict[str, int]]:
         if not self.cut:
             return {}
         return {"reply_cut": {"content_chars": self.content_chars,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from cudal1_tui.config.validate import DEVICE
 from cudal1_tui.errors import ConfigError
 
 # PR_SET_PDEATHSIG first: a killed app does not leave this child importing torch
@@ -31,8 +32,6 @@ def detect_device(timeout_s: float = 120.0) -> str:
 def resolve_device(requested: str) -> str:
     """``auto`` → ``cuda`` or ``cpu``; ``cpu``, ``cuda`` and ``cuda:N`` pass through."""
     value = requested.strip().lower()
-    if value == "auto":
-        return detect_device()
-    if value in ("cpu", "cuda") or (value.startswith("cuda:") and value[5:].isdigit()):
-        return value
-    raise ConfigError(f"device {requested!r} is not one of auto, cpu, cuda, cuda:N")
+    if not DEVICE.match(value):
+        raise ConfigError(f"bad device {requested!r}: use auto, cpu, cuda or cuda:N")
+    return detect_device() if value == "auto" else value

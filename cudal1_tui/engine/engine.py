@@ -14,7 +14,13 @@ from typing import Any, Literal
 
 from cudal1_tui.config import Settings, build_dir
 from cudal1_tui.engine import opening
-from cudal1_tui.engine.events import DecisionRecorded, EngineError, RoundFinished, RoundStarted
+from cudal1_tui.engine.events import (
+    DecisionRecorded,
+    EngineError,
+    EngineEvent,
+    RoundFinished,
+    RoundStarted,
+)
 from cudal1_tui.engine.generate import ModelGateway
 from cudal1_tui.engine.pool import EvalPool
 from cudal1_tui.engine.recording import torch_compile_ms
@@ -59,7 +65,7 @@ class Engine:
 
     # -- lifetime ------------------------------------------------------------------------
 
-    def emit(self, event: Any) -> None:
+    def emit(self, event: EngineEvent) -> None:
         if isinstance(event, EngineError):
             self.last_error = event.message
         with self._emit_lock:

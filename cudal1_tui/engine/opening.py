@@ -11,12 +11,12 @@ from cudal1_evaluator.isolation import lifetime
 from cudal1_evaluator.parent.build_cache import default_build_dir
 from cudal1_evaluator.schema import ProbeResult
 from cudal1_tui.config import Settings, build_dir, sessions_dir
-from cudal1_tui.engine.builder import probe_job
 from cudal1_tui.engine.device import resolve_device
-from cudal1_tui.engine.evaluation import probe
 from cudal1_tui.engine.events import ProbeFinished, SessionOpened, StageChanged
+from cudal1_tui.engine.jobs import probe_job
 from cudal1_tui.engine.workspace import Emit, Problem
 from cudal1_tui.errors import ProblemError
+from cudal1_tui.judging import JUDGE
 from cudal1_tui.problem.inspect import inspect_source
 from cudal1_tui.problem.problem_file import read_source
 from cudal1_tui.problem.signature import class_signature_of
@@ -62,8 +62,12 @@ def _problem(path: Path, source: str, name: str, sizes: Sizes, device: str) -> P
 
 def _probe(settings: Settings, problem: Problem, device: str, emit: Emit) -> ProbeResult:
     emit(StageChanged(0, 0, "probing", f"running the reference on {device}"))
-    return probe(probe_job(settings, problem_source=problem.eval_source,
-                           problem_name=problem.name, device=device))
+    return JUDGE.probe(probe_job(settings, problem_source=problem.eval_source,
+                                 problem_name=problem.name, device=device))
+
+
+def _at_cpu_sizes(problem: Problem) -> bool:
+    return problem.eval_source != problem.source
 
 
 def sweep_leftovers(settings: Settings) -> None:
@@ -92,7 +96,7 @@ def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | 
         result = _probe(settings, problem, device, emit)
         if not result.ok:
             emit(ProbeFinished(False, result.message, None, None, device, result,
-                               cpu_sizes=problem.eval_source != problem.source))
+                               _at_cpu_sizes(problem)))
             raise ProblemError(f"{problem.path}: the probe of the reference failed "
                                f"({result.error_kind or 'error'}): {result.message}",
                                fix=_PROBE_FIX.get(result.error_kind, "fix the problem file"))
@@ -100,8 +104,7 @@ def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | 
             meta = SessionMeta(device={**result.device, "requested": settings.device,
                                        "used": device},
                                versions=result.versions,
-                               extra={"sizes": sizes,
-                                      "cpu_sizes": problem.eval_source != problem.source})
+                               extra={"sizes": sizes, "cpu_sizes": _at_cpu_sizes(problem)})
             session = Session.create(problem.path, problem.source, settings, meta)
     except BaseException:
         if session is not None:
@@ -109,7 +112,7 @@ def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | 
         raise
     emit(SessionOpened(session.id, str(session.path), problem.name, resume is not None))
     emit(ProbeFinished(True, result.message or "ok", result.reference_time_ms, None, device,
-                       result, cpu_sizes=problem.eval_source != problem.source))
+                       result, _at_cpu_sizes(problem)))
     capability = result.device.get("capability") if device.startswith("cuda") else None
     return Opened(session, problem, device, result.reference_time_ms, resume is not None,
                   str(capability or ""))

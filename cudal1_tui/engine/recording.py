@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cudal1_evaluator.reward import score
-from cudal1_evaluator.schema import Flag, Result
+from cudal1_evaluator.schema import Flag, Result, RewardSpec
+from cudal1_tui.judging import unevaluated
 from cudal1_tui.records import DRAFT_FIELDS, CandidateDraft, CandidateRecord
 from cudal1_tui.store.naming import new_record_id, now_iso
 
@@ -39,10 +39,8 @@ def torch_compile_ms(records: list[CandidateRecord]) -> float | None:
 
 def refused(message: str, reward_name: str, code: str = "parse_error") -> Result:
     """The verdict on a reply that never reached the evaluator (no usable code)."""
-    scored = score(reward_name, {}, "rejected", None)
-    return Result(status="rejected", message=message, reward=scored.reward,
-                  reward_formula=scored.formula, reward_params=scored.params,
-                  flags=[Flag(code=code, reason=message)])
+    return unevaluated("rejected", message, reward=RewardSpec(name=reward_name),
+                       flags=[Flag(code=code, reason=message)])
 
 
 def finish(draft: Draft, result: Result, *, session_id: str, problem_name: str) -> CandidateRecord:

@@ -16,14 +16,13 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from cudal1_evaluator.schema import Job, Result
-from cudal1_tui.engine import evaluation
 from cudal1_tui.engine.abandon import Abandoned, unless_cancelled
-from cudal1_tui.engine.builder import candidate_job
-from cudal1_tui.engine.evaluation import Prepared
 from cudal1_tui.engine.events import EngineError, Stage, StageChanged
+from cudal1_tui.engine.jobs import candidate_job
 from cudal1_tui.engine.recording import Draft
 from cudal1_tui.engine.workspace import Workspace
 from cudal1_tui.errors import Cudal1Error
+from cudal1_tui.judging import Prepared, needs_build
 from cudal1_tui.records import CandidateRecord
 
 BUILD_STARTED = "building the candidate's extension"
@@ -58,7 +57,7 @@ class Stages:
 
     def queue(self, draft: Draft) -> Future[CandidateRecord | None]:
         job = self._job(draft)
-        if not evaluation.needs_build(draft.code):
+        if not needs_build(draft.code):
             return self.ws.pool.submit(None, lambda _: self._evaluate_guarded(draft, job, None))
         with self._lock:
             self._builds_total += 1
@@ -95,7 +94,7 @@ class Stages:
         done, total = self._build_count()
         self._stage(draft.slot, "compiling", BUILD_STARTED, done, total)
         try:
-            prepared = evaluation.build(job, prepared, ws.cancel)
+            prepared = ws.judge.build(job, prepared, ws.cancel)
         except FAILURES as exc:
             self._failed(draft, exc)
             return None
@@ -110,7 +109,7 @@ class Stages:
     def _gate(self, job: Job) -> Prepared | None:
         """The static gate, abandoned at a cancel (a huge candidate takes seconds)."""
         try:
-            return unless_cancelled(lambda: evaluation.gate(job), self.ws.cancel, "gate")
+            return unless_cancelled(lambda: self.ws.judge.gate(job), self.ws.cancel, "gate")
         except Abandoned:
             return None
 
@@ -132,7 +131,7 @@ class Stages:
         ws = self.ws
         if ws.cancel.is_set():
             return None
-        if evaluation.needs_build(draft.code) and built is None:
+        if needs_build(draft.code) and built is None:
             return None  # the build stage reported why (or was cancelled)
         prepared = built
         if prepared is None:
@@ -153,7 +152,8 @@ class Stages:
             if not held:
                 return None  # cancelled while another session held the device
             try:
-                result = evaluation.evaluate(job, prepared.findings, progress, ws.cancel)
+                result = ws.judge.evaluate(job, prepared, on_progress=progress,
+                                           cancel=ws.cancel)
             except FAILURES as exc:
                 self._failed(draft, exc)
                 return None

@@ -11,6 +11,7 @@ from cudal1_tui.config import Settings
 from cudal1_tui.engine.events import EngineEvent
 from cudal1_tui.engine.generate import ModelGateway
 from cudal1_tui.engine.pool import EvalPool
+from cudal1_tui.judging import JUDGE, Judge
 from cudal1_tui.problem.model import ClassSignature, Inspection
 from cudal1_tui.prompting import Templates
 from cudal1_tui.records import CandidateRecord
@@ -45,6 +46,7 @@ class Workspace:
     emit: Emit
     reference_ms: float | None = None
     cuda_arch: str = ""
+    judge: Judge = JUDGE
     cancel: threading.Event = field(default_factory=threading.Event)
     write_lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -9,7 +9,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from cudal1_tui.store.records import ParsedSections
+from cudal1_tui.records import ParsedSections
 
 _SECTION_TITLES = {
     "performance_analysis": r"performance[\s_-]+analysis",

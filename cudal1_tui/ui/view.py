@@ -20,6 +20,7 @@ from textual.widgets import Footer, RichLog
 from cudal1_tui.config import Settings
 from cudal1_tui.engine import events as ev
 from cudal1_tui.errors import Cudal1Error
+from cudal1_tui.present.verdict import LOG_COMPILE_TAIL_LINES, record_details
 from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.baseline import latest_times
 from cudal1_tui.ui.diffing import Layout
@@ -334,18 +335,10 @@ class SessionView(App[int]):
         if record.record_id in self._logged or (record.status == "ok" and not record_flags(record)):
             return
         self._logged.add(record.record_id)
-        result = record.result
         self.log_line(f"── {record.round}.{record.slot} {record.source}: {record.status}")
-        for line in (record.parse_error, result.message):
-            if line:
-                self.log_line(line)
-        for flag in result.flags:
-            self.log_line(f"integrity {flag.code}: {flag.reason}")
-        for finding in record.gate_findings:
-            self.log_line(f"static gate: {finding.code}: {finding.reason}")
-        compile_log = result.compile_log.strip()
-        if compile_log and record.status == "compile_error":
-            self.log_line(compile_log[-4000:])
+        details = record_details(record, LOG_COMPILE_TAIL_LINES).plain
+        if details:
+            self.log_line(details)
 
     @on(VariantChosen)
     @guarded

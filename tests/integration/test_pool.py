@@ -23,10 +23,10 @@ from procs import descendants
 from cudal1_evaluator.reward import score
 from cudal1_tui.config import Settings
 from cudal1_tui.engine.engine import Engine
-from cudal1_tui.engine.evaluation import needs_build
 from cudal1_tui.engine.events import CandidateFinished, StageChanged
 from cudal1_tui.engine.pool import EvalPool, device_lock
 from cudal1_tui.engine.stages import BUILD_STARTED
+from cudal1_tui.judging import needs_build
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]

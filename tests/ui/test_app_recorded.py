@@ -189,10 +189,10 @@ async def test_concurrent_slots_stream_without_mixing() -> None:
 async def test_probe_names_the_gpu_and_logs_the_inputs() -> None:
     app = _app()
     async with app.run_test(size=SIZE) as pilot:
-        app.post_message(EngineEventPosted(ev.ProbeFinished(
-            True, "ok", 1.25, 0.9, "cuda:0",
-            ProbeResult(ok=True, device={"type": "cuda", "name": "NVIDIA H100"},
-                        inputs=[TensorSpec([8, 16], "float16")]), cpu_sizes=False)))
+        probe = ProbeResult(ok=True, device={"type": "cuda", "name": "NVIDIA H100"},
+                            inputs=[TensorSpec(shape=[8, 16], dtype="float16")])
+        app.post_message(EngineEventPosted(ev.ProbeFinished(True, "ok", 1.25, 0.9, "cuda:0",
+                                                            probe, cpu_sizes=False)))
         await pilot.pause()
         assert app.header_info.device == "cuda:0 (NVIDIA H100)"
         assert app.header_info.torch_compile_ms == 0.9

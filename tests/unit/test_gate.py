@@ -392,7 +392,7 @@ def test_syntax_error_is_only_a_warning() -> None:
 # -- the gate-then-evaluate glue (no evaluation runs here) ---------------------------------------
 
 def test_make_job_rejects_unknown_settings() -> None:
-    from cudal1_tui.evaluation import make_job
+    from cudal1_tui.judging import make_job
 
     job = make_job(PROBLEM, "x", device="cuda", correctness_trials=2,
                    reward={"name": "binary", "params": {}})
@@ -402,10 +402,10 @@ def test_make_job_rejects_unknown_settings() -> None:
 
 
 def test_gate_result_rejects_with_flags_and_zero_reward() -> None:
-    from cudal1_tui.evaluation import gate_result, make_job
+    from cudal1_tui.judging import JUDGE, make_job
 
-    bad = gate_result(make_job(PROBLEM, HEADER + "import gc\n" + MODEL_NEW))
+    bad = JUDGE.gate(make_job(PROBLEM, HEADER + "import gc\n" + MODEL_NEW)).verdict
     assert bad is not None and bad.status == "rejected" and bad.reward == 0.0
     assert bad.message.startswith("static gate: line 3:")
     assert [f.code for f in bad.flags] == ["static.introspection"]
-    assert gate_result(make_job(PROBLEM, HEADER + MODEL_NEW)) is None
+    assert JUDGE.gate(make_job(PROBLEM, HEADER + MODEL_NEW)).verdict is None

@@ -7,33 +7,36 @@ runtime error, incorrect, timeout, rejected), 2 bad usage (a missing file, a bad
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from cudal1_evaluator.launch import evaluate
-from cudal1_evaluator.schema import Flag, Job, Result
+from cudal1_evaluator.schema import Job, Result
+from cudal1_tui.config.validate import tolerance_presets
+from cudal1_tui.engine.device import resolve_device
+from cudal1_tui.errors import ConfigError
+from cudal1_tui.judging import JUDGE
+from cudal1_tui.present.verdict import verdict_details
 from cudal1_tui.uncertainty import interval_text, machine_busy, noise_warning, precision_text
 
 NAME = "eval"
 NOT_OK = 1
 USAGE_ERROR = 2
-_DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(NAME, help="evaluate one candidate against a problem")
     parser.add_argument("problem", type=Path, help="the reference problem file")
     parser.add_argument("candidate", type=Path, help="a module defining ModelNew")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--device", default="cpu",
+                        help="cpu, cuda, cuda:N or auto (a GPU if torch sees one; default cpu)")
     parser.add_argument("--sizes", choices=("auto", "cpu", "full"), default="auto",
                         help="problem sizes: the file's (full), its `# cpu-sizes:` (cpu), or "
                         "cpu sizes on a CPU device and full ones on a GPU (auto, the default)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--tolerance", default="strict", choices=["strict", "relaxed"])
+    parser.add_argument("--tolerance", default="strict", choices=tolerance_presets())
     parser.add_argument("--trials", type=int, default=5, help="correctness trials")
     parser.add_argument("--budget", type=float, default=10.0, help="timing budget, seconds")
     parser.add_argument("--timeout", type=float, default=300.0, help="wall-clock limit, seconds")
@@ -57,9 +60,9 @@ def _read(path: Path, what: str) -> str:
         raise _Usage(f"cannot read the {what} file {path}: {exc}") from None
 
 
-def _sized(source: str, args: argparse.Namespace) -> str:
+def _sized(source: str, args: argparse.Namespace, device: str) -> str:
     """The problem at the sizes asked for: ``auto`` shrinks on a CPU device only."""
-    if args.sizes == "full" or (args.sizes == "auto" and args.device != "cpu"):
+    if args.sizes == "full" or (args.sizes == "auto" and device != "cpu"):
         return source
     from cudal1_tui.errors import ProblemError
     from cudal1_tui.problem.sizing import shrink_for_cpu
@@ -81,15 +84,21 @@ def _build_dir(args: argparse.Namespace) -> str:
         return ""
 
 
+def _device(requested: str) -> str:
+    try:
+        return resolve_device(requested)
+    except ConfigError as exc:
+        raise _Usage(exc.message) from None
+
+
 def _job(args: argparse.Namespace) -> Job:
-    if not _DEVICE.match(args.device):
-        raise _Usage(f"bad device {args.device!r}: use cpu, cuda or cuda:N")
+    device = _device(args.device)
     if args.trials < 1 or args.budget <= 0 or args.timeout <= 0:
         raise _Usage("--trials must be >= 1, --budget and --timeout > 0")
     return Job(
-        problem_source=_sized(_read(args.problem, "problem"), args),
+        problem_source=_sized(_read(args.problem, "problem"), args, device),
         candidate_source=_read(args.candidate, "candidate"),
-        device=args.device,
+        device=device,
         problem_name=args.problem.stem,
         job_id=args.candidate.stem,
         correctness_trials=args.trials,
@@ -101,32 +110,13 @@ def _job(args: argparse.Namespace) -> Job:
     )
 
 
-def _gate(job: Job) -> list[Flag]:
-    """The static gate's findings, when the gate is installed."""
-    try:
-        from cudal1_tui.analysis.gate import check_candidate
-    except ImportError:
-        return []
-    return [f.to_flag() for f in check_candidate(job.candidate_source, job.problem_source)]
-
-
 def judge(job: Job, console: Console | None = None) -> Result:
     """Static gate first; the isolated evaluation only when nothing is rejected."""
-    flags = _gate(job)
-    rejects = [f for f in flags if f.severity == "reject"]
-    if rejects:
-        reasons = "; ".join(f"{f.code}: {f.reason}" for f in rejects)
-        return Result(status="rejected", flags=flags, job_id=job.job_id,
-                      reward_formula=job.reward.name, reward_params=dict(job.reward.params),
-                      message=f"rejected by the static gate: {reasons}")
     if console is None:
-        result = evaluate(job)
-    else:
-        with console.status("evaluating…") as status:
-            result = evaluate(job, on_progress=lambda stage, done, total, detail: status.update(
-                f"{stage} {done}/{total} {detail}".rstrip()))
-    result.flags = [*flags, *result.flags]
-    return result
+        return JUDGE.judge(job)
+    with console.status("evaluating…") as status:
+        return JUDGE.judge(job, on_progress=lambda stage, done, total, detail: status.update(
+            f"{stage} {done}/{total} {detail}".rstrip()))
 
 
 def _print_summary(result: Result, console: Console) -> None:
@@ -139,18 +129,15 @@ def _print_summary(result: Result, console: Console) -> None:
     for warning in (noise_warning(result), machine_busy()):
         if warning:
             console.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    if result.message:
-        console.print(result.message, highlight=False, markup=False)
     if result.timing:
         table = Table("timing", "median ms", "p10", "p90", "n", box=None)
         for name, t in result.timing.items():
             table.add_row(name, f"{t.median_ms:.4g}", f"{t.p10_ms:.4g}", f"{t.p90_ms:.4g}",
                           str(t.n))
         console.print(table)
-    for flag in result.flags:
-        console.print(f"[yellow]{flag.severity}[/] {flag.code}: {flag.reason}", highlight=False)
-    if result.status == "compile_error" and result.compile_log:
-        console.print(result.compile_log, highlight=False, markup=False)
+    details = verdict_details(result, compile_tail=None)
+    if details:
+        console.print(details, highlight=False)
 
 
 def run(args: argparse.Namespace) -> int:

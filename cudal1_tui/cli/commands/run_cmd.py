@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     # The engine (and what it pulls in) loads only when the command runs.
-    from cudal1_tui.engine.headless import Options, run_headless
+    from cudal1_tui.cli.headless_run import Options, run_headless
 
     if args.rounds < 1:
         raise ConfigError(f"--rounds must be at least 1, got {args.rounds}")

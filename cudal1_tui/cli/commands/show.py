@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 from rich.console import Console
 from rich.table import Table
 
-from cudal1_tui.cli.commands.sessions import speed
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
 from cudal1_tui.cli.session_refs import resolve_ref
 from cudal1_tui.config import sessions_dir
+from cudal1_tui.present.speedup import DASH, speed_text
 from cudal1_tui.records import CandidateRecord
 from cudal1_tui.store import Session
 from cudal1_tui.uncertainty import interval_text, noisy, precision_text, speedup_interval
@@ -28,7 +28,46 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(handler=run)
 
 
-def candidate_row(r: CandidateRecord) -> dict[str, Any]:
+class CandidateRow(TypedDict):
+    """One candidate in ``show --json``."""
+
+    record_id: str
+    round: int
+    slot: int
+    source: str
+    status: str
+    speedup: float | None
+    speedup_interval: tuple[float, float] | None
+    noisy: bool
+    speedup_strict: float | None
+    precision: object
+    reward: float
+    flags: list[str]
+    decision: str
+
+
+class HistoryRow(TypedDict):
+    sha: str
+    action: str
+    record_id: str
+    summary: str
+    at: str
+
+
+class SessionJson(TypedDict):
+    """What ``show --json`` prints."""
+
+    session: dict[str, Any]  # the session's meta.json, minus the problem source
+    path: str
+    candidates: list[CandidateRow]
+    best: str | None
+    accepted: str | None
+    history: list[HistoryRow]
+    warnings: list[str]
+    notes: list[str]
+
+
+def candidate_row(r: CandidateRecord) -> CandidateRow:
     return {"record_id": r.record_id, "round": r.round, "slot": r.slot, "source": r.source,
             "status": r.status, "speedup": r.speedup,
             "speedup_interval": speedup_interval(r.result), "noisy": noisy(r.result),
@@ -37,7 +76,7 @@ def candidate_row(r: CandidateRecord) -> dict[str, Any]:
             "flags": r.flag_codes(include_info=True), "decision": r.decision}
 
 
-def _as_json(session: Session) -> dict[str, Any]:
+def _as_json(session: Session) -> SessionJson:
     meta = session.meta.to_dict()
     meta.pop("problem_source", None)
     best, accepted = session.best(), session.accepted()
@@ -70,7 +109,7 @@ def _candidates_table(session: Session) -> Table:
 
 
 def _speedup(r: CandidateRecord) -> str:
-    text = precision_text(r.result, r.speedup) if r.speedup is not None else speed(None)
+    text = precision_text(r.result, r.speedup) if r.speedup is not None else speed_text(None, DASH)
     return f"[yellow]{text} (noisy)[/]" if noisy(r.result) else text
 
 
@@ -85,7 +124,7 @@ def _print(console: Console, session: Session) -> None:
         console.print(f"note: {note}", highlight=False)
     console.print(_candidates_table(session))
     best = session.best()
-    console.print(f"best: {speed(best.speedup) if best else '-'}"
+    console.print(f"best: {speed_text(best.speedup, DASH) if best else '-'}"
                   f"{f' ({best.record_id})' if best else ''}")
     if not session.history.has_git:
         accepted = session.accepted()

@@ -15,6 +15,7 @@ from textual.widgets import (
     TextArea,
 )
 
+from cudal1_tui.present.verdict import record_details
 from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.diffing import Layout, render_diff, stats
 from cudal1_tui.ui.format import STATUS_STYLE
@@ -41,17 +42,10 @@ def findings_text(record: CandidateRecord) -> Text:
     warning = noise_warning(result)
     if warning:
         text.append(f"\n{warning}", style="yellow")
-    for line in (record.parse_error, result.message):
-        if line:
-            text.append(f"\n{line}")
-    for flag in result.flags:
-        text.append(f"\nintegrity {flag.severity}: {flag.code}: {flag.reason}", style="red")
-    for finding in record.gate_findings:
-        text.append(f"\nstatic gate: code={finding.code}, reason={finding.reason}, "
-                    f"severity={finding.severity}", style="red")
-    compile_log = result.compile_log.strip()
-    if compile_log and record.status == "compile_error":
-        text.append("\n" + "\n".join(compile_log.splitlines()[-COMPILE_TAIL:]), style="dim")
+    details = record_details(record, COMPILE_TAIL)
+    if details:
+        text.append("\n")
+        text.append_text(details)
     return text
 
 

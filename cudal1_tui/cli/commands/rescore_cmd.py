@@ -7,9 +7,9 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from cudal1_tui.cli.commands.sessions import speed
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
 from cudal1_tui.config import sessions_dir
+from cudal1_tui.present.speedup import DASH, speed_text
 from cudal1_tui.store import Session
 from cudal1_tui.store.rescoring import (
     RescoredRow,
@@ -37,8 +37,8 @@ def _table(rows: list[RescoredRow], title: str) -> Table:
     for column in ("record", "status", "speedup", "old reward", "new reward"):
         table.add_column(column, overflow="fold", no_wrap=column == "record")
     for row in rows:
-        table.add_row(row.record_id, row.status, speed(row.speedup), f"{row.old_reward:.4g}",
-                      f"{row.reward:.4g}")
+        table.add_row(row.record_id, row.status, speed_text(row.speedup, DASH),
+                      f"{row.old_reward:.4g}", f"{row.reward:.4g}")
     return table
 
 

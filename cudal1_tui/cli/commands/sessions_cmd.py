@@ -10,6 +10,7 @@ from rich.table import Table
 
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
 from cudal1_tui.config import sessions_dir
+from cudal1_tui.present.speedup import DASH, speed_text
 from cudal1_tui.store import SessionSummary, list_sessions
 
 NAME = "sessions"
@@ -29,18 +30,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(handler=run)
 
 
-def speed(value: float | None) -> str:
-    return f"{value:.2f}x" if value is not None else "-"
-
-
 def _table(rows: list[SessionSummary], root: str) -> Table:
     table = Table(title=f"sessions in {root}")
     for column in ("id", "problem", "cands", "best", "accepted", "model"):
         table.add_column(column, justify="right" if column == "cands" else "left",
                          overflow="fold", no_wrap=column == "id")
     for s in rows:
-        table.add_row(s.session_id, s.problem, str(s.candidates), speed(s.best_speedup),
-                      speed(s.accepted_speedup), s.model or "-")
+        table.add_row(s.session_id, s.problem, str(s.candidates), speed_text(s.best_speedup, DASH),
+                      speed_text(s.accepted_speedup, DASH), s.model or "-")
     return table
 
 

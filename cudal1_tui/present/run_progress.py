@@ -1,9 +1,9 @@
-"""Rendering engine events for the headless runner: live on a terminal, lines otherwise."""
+"""Engine events rendered for the headless runner: live on a terminal, lines otherwise."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import assert_never
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -14,6 +14,7 @@ from cudal1_tui.engine.events import (
     CandidateFinished,
     DecisionRecorded,
     EngineError,
+    EngineEvent,
     ProbeFinished,
     RoundFinished,
     RoundStarted,
@@ -21,10 +22,7 @@ from cudal1_tui.engine.events import (
     StageChanged,
     StreamChunk,
 )
-
-
-def speed(value: float | None) -> str:
-    return f"{value:.2f}x" if value is not None else "—"
+from cudal1_tui.present.speedup import speed_text
 
 
 @dataclass
@@ -68,10 +66,8 @@ class HeadlessProgress:
             self.live.stop()
             self.live = None
 
-    def __call__(self, event: Any) -> None:
-        handler = getattr(self, f"_on_{type(event).__name__}", None)
-        if handler is not None:
-            handler(event)
+    def __call__(self, event: EngineEvent) -> None:
+        self._dispatch(event)
         if self.live is not None:
             self.live.update(self._render())
 
@@ -84,21 +80,44 @@ class HeadlessProgress:
 
     # -- events ---------------------------------------------------------------------------
 
-    def _on_SessionOpened(self, e: SessionOpened) -> None:
+    def _dispatch(self, event: EngineEvent) -> None:
+        match event:
+            case SessionOpened():
+                self._on_session_opened(event)
+            case ProbeFinished():
+                self._on_probe_finished(event)
+            case RoundStarted():
+                self._on_round_started(event)
+            case StageChanged():
+                self._on_stage_changed(event)
+            case StreamChunk():
+                self._on_stream_chunk(event)
+            case CandidateFinished():
+                self._on_candidate_finished(event)
+            case RoundFinished():
+                self._on_round_finished(event)
+            case EngineError():
+                self._on_engine_error(event)
+            case DecisionRecorded():
+                self._on_decision_recorded(event)
+            case _:
+                assert_never(event)
+
+    def _on_session_opened(self, e: SessionOpened) -> None:
         self.problem = e.problem_name
         verb = "resumed" if e.resumed else "new"
         self._print(f"{e.problem_name}: {verb} session {e.session_id} ({e.path})")
 
-    def _on_ProbeFinished(self, e: ProbeFinished) -> None:
+    def _on_probe_finished(self, e: ProbeFinished) -> None:
         ref = f"{e.reference_ms:.4g} ms" if e.reference_ms is not None else "n/a"
         self._print(f"{self.problem or 'problem'}: probe on {e.device}: reference {ref}"
                     + ("" if e.ok else f" — {e.message}"))
 
-    def _on_RoundStarted(self, e: RoundStarted) -> None:
+    def _on_round_started(self, e: RoundStarted) -> None:
         self.round, self.slots = e.round, {}
         self._print(f"{self.problem}: round {e.round}: {e.slots} candidate(s)", "bold")
 
-    def _on_StageChanged(self, e: StageChanged) -> None:
+    def _on_stage_changed(self, e: StageChanged) -> None:
         if e.round == 0:
             self._print(f"{self.problem or 'problem'}: {e.stage} {e.detail}".rstrip())
             return
@@ -110,27 +129,27 @@ class HeadlessProgress:
             self._print(f"  slot {e.slot}: {e.stage} {e.detail}".rstrip())
         state.stage, state.detail, state.done, state.total = e.stage, e.detail, e.done, e.total
 
-    def _on_StreamChunk(self, e: StreamChunk) -> None:
+    def _on_stream_chunk(self, e: StreamChunk) -> None:
         state = self.slots.setdefault(e.slot, SlotState(stage="generating"))
         state.tokens, state.rate = e.tokens, e.tokens_per_s
 
-    def _on_CandidateFinished(self, e: CandidateFinished) -> None:
+    def _on_candidate_finished(self, e: CandidateFinished) -> None:
         flags = f" flags: {', '.join(e.flags)}" if e.flags else ""
         self._print(f"  slot {e.slot}: {e.record_id} {e.source}: {e.status} "
-                    f"{speed(e.speedup)}{flags}")
+                    f"{speed_text(e.speedup)}{flags}")
         self.slots.pop(e.slot, None)
 
-    def _on_RoundFinished(self, e: RoundFinished) -> None:
+    def _on_round_finished(self, e: RoundFinished) -> None:
         tail = " (cancelled)" if e.cancelled else ""
-        self._print(f"{self.problem}: round {e.round} done, best so far {speed(e.best_speedup)}"
-                    f"{tail}")
+        best = speed_text(e.best_speedup)
+        self._print(f"{self.problem}: round {e.round} done, best so far {best}{tail}")
 
-    def _on_EngineError(self, e: EngineError) -> None:
+    def _on_engine_error(self, e: EngineError) -> None:
         self._print(f"{self.problem or 'engine'}: {e.message}", "yellow")
         if e.fix:
             self._print(f"  fix: {e.fix}", "yellow")
 
-    def _on_DecisionRecorded(self, e: DecisionRecorded) -> None:
+    def _on_decision_recorded(self, e: DecisionRecorded) -> None:
         self._print(f"  {e.decision} {e.record_id} {e.commit[:10]}".rstrip())
 
 

@@ -17,12 +17,14 @@ from rich.console import Console
 from rich.text import Text
 
 from cudal1_tui.config import Settings
+from cudal1_tui.engine.acceptance import accept_best
 from cudal1_tui.engine.engine import Engine, Sizes
 from cudal1_tui.engine.events import EngineError
-from cudal1_tui.engine.progress import HeadlessProgress, speed, summary_table
 from cudal1_tui.engine.round import RoundSummary
 from cudal1_tui.engine.shutdown import Terminated, raising_on_termination
 from cudal1_tui.errors import Cudal1Error
+from cudal1_tui.present.run_progress import HeadlessProgress, summary_table
+from cudal1_tui.present.speedup import NO_SPEEDUP, speed_text
 
 EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
 NOTHING_FIX = "check the model server (`cudal1-tui doctor`) and the messages above"
@@ -67,18 +69,6 @@ class _Worker:
                                          exc.fix, summary.round, True))
 
 
-def accept_best(engine: Engine, summary: RoundSummary) -> str | None:
-    """Accept the round's fastest verified candidate when it beats what is accepted (and 1.0x)."""
-    ok = [r for r in summary.records if r.status == "ok" and r.speedup is not None]
-    best = max(ok, key=lambda r: r.speedup or 0.0, default=None)
-    if best is None or (best.speedup or 0.0) <= 1.0:
-        return None
-    current = engine.accepted()
-    if current is not None and (current.speedup or 0.0) >= (best.speedup or 0.0):
-        return None
-    return engine.accept(best.record_id)
-
-
 def _row(engine: Engine) -> dict[str, str]:
     records = engine.records()
     best = engine.best()
@@ -86,7 +76,7 @@ def _row(engine: Engine) -> dict[str, str]:
         "problem": engine.problem_name,
         "candidates": str(len(records)),
         "ok": str(sum(r.status == "ok" for r in records)),
-        "best": speed(best.speedup) if best else "—",
+        "best": speed_text(best.speedup) if best else NO_SPEEDUP,
         "source": best.source if best else "—",
         "session": str(engine.session_path or ""),
     }

@@ -1,0 +1,40 @@
+"""What a verdict says beyond its status, rendered once for the CLI and the TUI alike.
+
+The parse error (a reply without usable code), the evaluator's message, every integrity flag
+with its severity, and the compiler's output when the candidate did not compile.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from cudal1_evaluator.schema import Flag, Result
+from cudal1_tui.records import CandidateRecord
+
+COMPILE_TAIL_LINES = 30
+LOG_COMPILE_TAIL_LINES = 80  # a scrolling log keeps more of the compiler's output
+SEVERITY_STYLE = {"reject": "red", "warn": "yellow", "info": "dim"}
+
+
+def flag_line(flag: Flag) -> Text:
+    return Text(f"integrity {flag.severity}: {flag.code}: {flag.reason}",
+                style=SEVERITY_STYLE.get(flag.severity, "red"))
+
+
+def verdict_details(result: Result, *, parse_error: str = "",
+                    compile_tail: int | None = COMPILE_TAIL_LINES) -> Text:
+    """The lines that explain ``result`` (empty for a clean ``ok``); ``compile_tail`` keeps
+    the compile log's last lines (None: all of it)."""
+    lines = [Text(line) for line in (parse_error, result.message.strip()) if line]
+    lines += [flag_line(flag) for flag in result.flags]
+    log = result.compile_log.strip()
+    if log and result.status == "compile_error":
+        kept = log.splitlines()[-compile_tail:] if compile_tail else log.splitlines()
+        lines.append(Text("\n".join(kept), style="dim"))
+    return Text("\n").join(lines)
+
+
+def record_details(record: CandidateRecord, compile_tail: int | None = COMPILE_TAIL_LINES) -> Text:
+    """``verdict_details`` of a trace record."""
+    return verdict_details(record.result, parse_error=record.parse_error,
+                           compile_tail=compile_tail)
