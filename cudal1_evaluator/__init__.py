@@ -6,8 +6,11 @@ evaluator's own subprocesses (``python -m cudal1_evaluator``).
 """
 
 from cudal1_evaluator.schema import (
+    DEVICE_FORMS,
     JOB_VERSION,
     RESULT_VERSION,
+    REWARDS,
+    TOLERANCES,
     BuildOutcome,
     Flag,
     Job,
@@ -18,11 +21,15 @@ from cudal1_evaluator.schema import (
     TensorSpec,
     TimingSummary,
     TrialReport,
+    parse_device,
 )
 
 __all__ = [
+    "DEVICE_FORMS",
     "JOB_VERSION",
     "RESULT_VERSION",
+    "REWARDS",
+    "TOLERANCES",
     "BuildOutcome",
     "Flag",
     "Job",
@@ -33,4 +40,5 @@ __all__ = [
     "TensorSpec",
     "TimingSummary",
     "TrialReport",
+    "parse_device",
 ]

@@ -25,6 +25,23 @@ STATUSES: tuple[Status, ...] = (
 )
 Severity = Literal["reject", "warn", "info"]
 
+# The vocabulary of a job's settings, exported so the app validates its config with the same names.
+TolerancePreset = Literal["strict", "relaxed"]
+TOLERANCES = ("strict", "relaxed")  # get_args(TolerancePreset), spelled out for mypy
+RewardName = Literal["clipped_speedup", "log_speedup", "binary", "speedup"]
+REWARDS = ("clipped_speedup", "log_speedup", "binary", "speedup")  # get_args(RewardName)
+DEVICE_FORMS: tuple[str, ...] = ("cpu", "cuda", "cuda:N")
+
+
+def parse_device(text: str) -> str:
+    """``cpu``, ``cuda`` or ``cuda:N`` (surrounding blanks dropped); anything else raises a
+    ValueError that names the accepted forms."""
+    device = text.strip()
+    index = device.removeprefix("cuda:")
+    if device in ("cpu", "cuda") or (index != device and index.isdigit() and index.isascii()):
+        return device
+    raise ValueError(f"bad device {text!r}: use {', '.join(DEVICE_FORMS)}")
+
 T = TypeVar("T")
 
 
