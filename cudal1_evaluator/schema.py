@@ -10,6 +10,14 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, TypeVar
 
+from cudal1_evaluator.verdict_details import (
+    DeviceInfo,
+    PrecisionInfo,
+    ProfileSummary,
+    SettingsChanged,
+    ToleranceInfo,
+)
+
 JOB_VERSION = 1
 RESULT_VERSION = 1
 PROBE_VERSION = 1
@@ -145,22 +153,22 @@ class Result:
     correct: bool = False
     speedup: float | None = None  # against the reference under the candidate's precision
     speedup_strict: float | None = None  # against strict fp32 (None: the same precision)
-    precision: dict[str, Any] = field(default_factory=dict)
+    precision: PrecisionInfo = field(default_factory=PrecisionInfo)
     reward: float = 0.0
     reward_formula: str = "clipped_speedup"
     reward_params: dict[str, float] = field(default_factory=dict)
     message: str = ""
     flags: list[Flag] = field(default_factory=list)
     trials: list[TrialReport] = field(default_factory=list)
-    tolerance: dict[str, Any] = field(default_factory=dict)
+    tolerance: ToleranceInfo = field(default_factory=ToleranceInfo)
     timing: dict[str, TimingSummary] = field(default_factory=dict)
     compile_log: str = ""
     compile_time_s: float = 0.0
     build_cached: bool = False
     strict_reevaluation: bool = False
-    profile: dict[str, Any] | None = None
-    settings_changed: dict[str, Any] = field(default_factory=dict)
-    device: dict[str, Any] = field(default_factory=dict)
+    profile: ProfileSummary | None = None
+    settings_changed: SettingsChanged = field(default_factory=dict)
+    device: DeviceInfo = field(default_factory=DeviceInfo)
     versions: dict[str, str] = field(default_factory=dict)
     job_id: str = ""
     wall_time_s: float = 0.0
@@ -255,7 +263,7 @@ class ProbeResult:
     parameter_count: int = 0
     reference_time_ms: float | None = None
     input_sensitivity: float | None = None  # relative output change across seeds
-    device: dict[str, Any] = field(default_factory=dict)
+    device: DeviceInfo = field(default_factory=DeviceInfo)
     versions: dict[str, str] = field(default_factory=dict)
     version: int = PROBE_VERSION
 

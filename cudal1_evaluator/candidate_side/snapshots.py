@@ -29,6 +29,7 @@ import torch.utils._device
 
 from cudal1_evaluator.candidate_side import native_state
 from cudal1_evaluator.schema import Flag
+from cudal1_evaluator.verdict_details import SettingsChanged, SettingValue
 
 _DATA = (int, float, str, bytes, bool, type(None), tuple, frozenset, torch.dtype)
 
@@ -321,7 +322,7 @@ def snapshot_settings() -> SettingsSnapshot:
     return SettingsSnapshot({name: _read(get) for name, (get, _) in _table().items()})
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> SettingValue:
     if isinstance(value, bool | int | float | str) or value is None:
         return value
     if isinstance(value, tuple):
@@ -329,7 +330,7 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def diff_settings(before: SettingsSnapshot, after: SettingsSnapshot) -> dict[str, Any]:
+def diff_settings(before: SettingsSnapshot, after: SettingsSnapshot) -> SettingsChanged:
     return {name: {"before": _jsonable(old), "after": _jsonable(after.values.get(name))}
             for name, old in before.values.items() if after.values.get(name) != old}
 

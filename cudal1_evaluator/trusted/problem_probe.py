@@ -33,6 +33,7 @@ from cudal1_evaluator.trusted.output_sensitivity import (
     perturbed,
     relative_change,
 )
+from cudal1_evaluator.verdict_details import DeviceInfo
 
 NONDETERMINISTIC_REL = 1e-3  # same inputs twice differing more than this: unverifiable
 MAX_TIMED_CALLS = 25
@@ -287,7 +288,7 @@ def _device(name: str) -> torch.device:
     return device
 
 
-def _describe(device: torch.device) -> dict[str, Any]:
+def _describe(device: torch.device) -> DeviceInfo:
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         return {"type": "cuda", "index": device.index, "name": props.name,

@@ -10,6 +10,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from cudal1_evaluator.schema import Flag, TrialReport, _from_dict
+from cudal1_evaluator.verdict_details import (
+    DeviceInfo,
+    ProfileSummary,
+    SettingsChanged,
+    ToleranceInfo,
+)
 
 # "blocked": the runtime guard refused a call from candidate code (a verdict: rejected)
 ErrorKind = Literal["", "compile", "runtime", "setup", "blocked"]
@@ -40,13 +46,13 @@ class WorkerReport:
     compile_time_s: float = 0.0
     build_cached: bool = False
     trials: list[TrialReport] = field(default_factory=list)
-    tolerance: dict[str, Any] = field(default_factory=dict)
+    tolerance: ToleranceInfo = field(default_factory=ToleranceInfo)
     flags: list[Flag] = field(default_factory=list)
-    settings_changed: dict[str, Any] = field(default_factory=dict)
+    settings_changed: SettingsChanged = field(default_factory=dict)
     timing: dict[str, RawTiming] = field(default_factory=dict)
     recheck: Recheck = field(default_factory=Recheck)
-    profile: dict[str, Any] | None = None
-    device: dict[str, Any] = field(default_factory=dict)
+    profile: ProfileSummary | None = None
+    device: DeviceInfo = field(default_factory=DeviceInfo)
     versions: dict[str, str] = field(default_factory=dict)
     busy_s: float = 0.0  # the child's own wall time, to bound the sum of its samples
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (benchmarks)
