@@ -7,6 +7,7 @@ that traces written today can be read (and re-scored) by later releases.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, TypeVar
 
@@ -53,10 +54,20 @@ def parse_device(text: str) -> str:
 T = TypeVar("T")
 
 
-def _from_dict(cls: type[T], data: dict[str, Any]) -> T:
-    """Build a flat dataclass from a dict, ignoring keys it does not know."""
+def _from_dict(cls: type[T], data: Mapping[str, object]) -> T:
+    """Build a flat dataclass from a JSON object, ignoring keys it does not know."""
     names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
     return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _object(value: object) -> Mapping[str, object]:
+    """A nested JSON object (absent, null or not an object: empty)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _objects(value: object) -> list[Mapping[str, object]]:
+    """The JSON objects of a list field (absent or null: none)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 @dataclass
@@ -99,9 +110,9 @@ class Job:
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Job:
+    def from_dict(cls, data: Mapping[str, object]) -> Job:
         data = dict(data)
-        reward = data.pop("reward", None) or {}
+        reward = _object(data.pop("reward", None))
         job = _from_dict(cls, data)
         job.reward = _from_dict(RewardSpec, reward)
         return job
@@ -178,18 +189,21 @@ class Result:
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # JSON out: the stored form
         return asdict(self)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Result:
+    def from_dict(cls, data: Mapping[str, object]) -> Result:
+        """From the stored form; results written by earlier versions load (unknown keys are
+        ignored, missing ones take their defaults)."""
         data = dict(data)
-        flags = [_from_dict(Flag, f) for f in data.pop("flags", [])]
-        trials = [_from_dict(TrialReport, t) for t in data.pop("trials", [])]
-        timing = {k: _from_dict(TimingSummary, v) for k, v in data.pop("timing", {}).items()}
+        flags = [_from_dict(Flag, f) for f in _objects(data.pop("flags", None))]
+        trials = [_from_dict(TrialReport, t) for t in _objects(data.pop("trials", None))]
+        timing = {k: _from_dict(TimingSummary, v)
+                  for k, v in _object(data.pop("timing", None)).items() if isinstance(v, dict)}
         result = _from_dict(cls, data)
         result.flags, result.trials, result.timing = flags, trials, timing
         return result
@@ -218,7 +232,7 @@ class BuildOutcome:
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BuildOutcome:
+    def from_dict(cls, data: Mapping[str, object]) -> BuildOutcome:
         return _from_dict(cls, data)
 
 
@@ -271,10 +285,10 @@ class ProbeResult:
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ProbeResult:
+    def from_dict(cls, data: Mapping[str, object]) -> ProbeResult:
         data = dict(data)
-        inputs = [_from_dict(TensorSpec, t) for t in data.pop("inputs", [])]
-        outputs = [_from_dict(TensorSpec, t) for t in data.pop("outputs", [])]
+        inputs = [_from_dict(TensorSpec, t) for t in _objects(data.pop("inputs", None))]
+        outputs = [_from_dict(TensorSpec, t) for t in _objects(data.pop("outputs", None))]
         result = _from_dict(cls, data)
         result.inputs, result.outputs = inputs, outputs
         return result

@@ -88,7 +88,7 @@ class Outcome:
     stderr_tail: str = ""
     last_stage: str = ""
     wall_s: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, int] = field(default_factory=dict)  # diskcap.EXTRA_KEY: the cap passed
 
 
 def signal_name(returncode: int | None) -> str:

@@ -6,10 +6,11 @@ timing summaries, the speedup and the reward from these raw data itself.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from cudal1_evaluator.schema import Flag, TrialReport, _from_dict
+from cudal1_evaluator.schema import Flag, TrialReport, _from_dict, _object, _objects
 from cudal1_evaluator.verdict_details import (
     DeviceInfo,
     ProfileSummary,
@@ -68,16 +69,17 @@ class WorkerReport:
         if not self.error_kind:
             self.error_kind, self.error = kind, message
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> WorkerReport:
+    def from_dict(cls, data: Mapping[str, object]) -> WorkerReport:
         data = dict(data)
-        trials = [_from_dict(TrialReport, t) for t in data.pop("trials", []) or []]
-        flags = [_from_dict(Flag, f) for f in data.pop("flags", []) or []]
-        timing = {k: _from_dict(RawTiming, v) for k, v in (data.pop("timing", {}) or {}).items()}
-        recheck = _from_dict(Recheck, data.pop("recheck", {}) or {})
+        trials = [_from_dict(TrialReport, t) for t in _objects(data.pop("trials", None))]
+        flags = [_from_dict(Flag, f) for f in _objects(data.pop("flags", None))]
+        timing = {k: _from_dict(RawTiming, v)
+                  for k, v in _object(data.pop("timing", None)).items() if isinstance(v, dict)}
+        recheck = _from_dict(Recheck, _object(data.pop("recheck", None)))
         report = _from_dict(cls, data)
         report.trials, report.flags, report.timing, report.recheck = trials, flags, timing, recheck
         return report
