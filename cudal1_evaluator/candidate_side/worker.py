@@ -24,7 +24,9 @@ from cudal1_evaluator.common.timing import burst
 from cudal1_evaluator.schema import Flag, Job
 from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.wire.channel import WorkerChannel
-from cudal1_evaluator.wire.messages import (
+from cudal1_evaluator.wire.report import WorkerReport
+from cudal1_evaluator.wire.talk import Handler, Peer, serve
+from cudal1_evaluator.wire.talk_messages import (
     BurstRequest,
     BurstTimes,
     Empty,
@@ -37,8 +39,6 @@ from cudal1_evaluator.wire.messages import (
     TrialOutputs,
     WorkerInit,
 )
-from cudal1_evaluator.wire.report import WorkerReport
-from cudal1_evaluator.wire.talk import Handler, Peer, serve
 
 BLOCKED = "blocked by the evaluator"
 

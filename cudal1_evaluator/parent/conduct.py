@@ -29,7 +29,9 @@ from cudal1_evaluator.parent.timing_checks import Burst
 from cudal1_evaluator.schema import Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
 from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
-from cudal1_evaluator.wire.messages import (
+from cudal1_evaluator.wire.report import Recheck
+from cudal1_evaluator.wire.talk import Peer, PeerGone, Reply, read_int, read_metas, read_times
+from cudal1_evaluator.wire.talk_messages import (
     CheckResult,
     OutputMeta,
     Prepare,
@@ -37,8 +39,6 @@ from cudal1_evaluator.wire.messages import (
     RefereeInit,
     SlotDesc,
 )
-from cudal1_evaluator.wire.report import Recheck
-from cudal1_evaluator.wire.talk import Peer, PeerGone, Reply, read_int, read_metas, read_times
 
 BURST = 4  # fresh input sets per burst
 MAP_FLOOR_MS, MAP_PER_TENSOR_MS = 250.0, 25.0  # bound on the worker's untimed mapping

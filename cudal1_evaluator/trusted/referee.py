@@ -31,7 +31,9 @@ from cudal1_evaluator.common.harness import Harness, SetupError, describe_except
 from cudal1_evaluator.common.timing import burst
 from cudal1_evaluator.schema import Job
 from cudal1_evaluator.trusted import envinfo
-from cudal1_evaluator.wire.messages import (
+from cudal1_evaluator.wire.report import WorkerReport
+from cudal1_evaluator.wire.talk import Handler, Peer, serve
+from cudal1_evaluator.wire.talk_messages import (
     Checked,
     CheckResult,
     Empty,
@@ -46,8 +48,6 @@ from cudal1_evaluator.wire.messages import (
     SlotNames,
     Times,
 )
-from cudal1_evaluator.wire.report import WorkerReport
-from cudal1_evaluator.wire.talk import Handler, Peer, serve
 from cudal1_evaluator.wire.tensor_exchange import export, export_tensor, poisoned_like
 
 # the candidate's settings the reference adopts when timed "matched" (precision parity)

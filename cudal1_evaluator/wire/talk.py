@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from cudal1_evaluator.wire.messages import OutputMeta
+from cudal1_evaluator.wire.talk_messages import OutputMeta
 
 MAX_LINE = 32 * 2**20
 Alive = Callable[[], bool]
@@ -128,7 +128,7 @@ def read_int(value: Any, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-# A handler takes its op's request (a TypedDict of wire.messages; JSON from the trusted parent)
+# A handler takes its op's request (a TypedDict of wire.talk_messages; JSON from the trusted parent)
 Handler = Callable[[Any], Mapping[str, object]]
 
 

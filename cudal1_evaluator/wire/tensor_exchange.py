@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from cudal1_evaluator.wire.messages import SharedCuda, SharedDesc, SharedFile, SharedValue
+from cudal1_evaluator.wire.talk_messages import SharedCuda, SharedDesc, SharedFile, SharedValue
 
 _serial = itertools.count()
 
