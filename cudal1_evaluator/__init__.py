@@ -22,6 +22,8 @@ from cudal1_evaluator.schema import (
     TimingSummary,
     TrialReport,
     parse_device,
+    parse_reward,
+    parse_tolerance,
 )
 
 __all__ = [
@@ -41,4 +43,6 @@ __all__ = [
     "TimingSummary",
     "TrialReport",
     "parse_device",
+    "parse_reward",
+    "parse_tolerance",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast, get_args
 
 from cudal1_evaluator.verdict_details import (
     DeviceInfo,
@@ -50,6 +50,22 @@ def parse_device(text: str) -> str:
     if device in ("cpu", "cuda") or (index != device and index.isdigit() and index.isascii()):
         return device
     raise ValueError(f"bad device {text!r}: use {', '.join(DEVICE_FORMS)}")
+
+
+def parse_tolerance(text: str) -> TolerancePreset:
+    """A tolerance preset name, or a ValueError that lists the presets."""
+    for name in get_args(TolerancePreset):
+        if text == name:
+            return cast(TolerancePreset, name)
+    raise ValueError(f"unknown tolerance preset {text!r}: {', '.join(TOLERANCES)}")
+
+
+def parse_reward(text: str) -> RewardName:
+    """A reward formula name, or a ValueError that lists the formulas."""
+    for name in get_args(RewardName):
+        if text == name:
+            return cast(RewardName, name)
+    raise ValueError(f"unknown reward formula {text!r}: {', '.join(REWARDS)}")
 
 T = TypeVar("T")
 

@@ -17,6 +17,8 @@ from cudal1_evaluator.schema import (
     RewardName,
     TolerancePreset,
     parse_device,
+    parse_reward,
+    parse_tolerance,
 )
 
 
@@ -53,3 +55,12 @@ def test_an_old_result_dict_loads_and_unknown_keys_are_ignored() -> None:
     assert result.trials[0].max_rel_err == 0.5 and result.timing["reference"].median_ms == 1.0
     assert result.tolerance == {"preset": "strict"} and result.device == {"type": "cpu"}
     assert Result.from_json(result.to_json()) == result
+
+
+def test_tolerance_and_reward_names_parse_or_list_the_known_ones() -> None:
+    assert [parse_tolerance(t) for t in TOLERANCES] == list(TOLERANCES)
+    assert [parse_reward(r) for r in REWARDS] == list(REWARDS)
+    with pytest.raises(ValueError, match="unknown tolerance preset 'loose': strict, relaxed"):
+        parse_tolerance("loose")
+    with pytest.raises(ValueError, match="unknown reward formula 'nope': clipped_speedup, "):
+        parse_reward("nope")
