@@ -6,8 +6,11 @@ evaluator's own subprocesses (``python -m cudal1_evaluator``).
 """
 
 from cudal1_evaluator.schema import (
+    DEVICE_FORMS,
     JOB_VERSION,
     RESULT_VERSION,
+    REWARDS,
+    TOLERANCES,
     BuildOutcome,
     Flag,
     Job,
@@ -18,11 +21,17 @@ from cudal1_evaluator.schema import (
     TensorSpec,
     TimingSummary,
     TrialReport,
+    parse_device,
+    parse_reward,
+    parse_tolerance,
 )
 
 __all__ = [
+    "DEVICE_FORMS",
     "JOB_VERSION",
     "RESULT_VERSION",
+    "REWARDS",
+    "TOLERANCES",
     "BuildOutcome",
     "Flag",
     "Job",
@@ -33,4 +42,7 @@ __all__ = [
     "TensorSpec",
     "TimingSummary",
     "TrialReport",
+    "parse_device",
+    "parse_reward",
+    "parse_tolerance",
 ]

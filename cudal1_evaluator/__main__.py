@@ -16,9 +16,9 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 
 def _child(args: argparse.Namespace) -> None:
@@ -39,7 +39,7 @@ def _child(args: argparse.Namespace) -> None:
     channel = WorkerChannel(args.result_fd, args.progress_fd, args.key_fd)
     peer = Peer.from_fd(args.talk_fd) if args.talk_fd is not None else None
     text = Path(args.job).read_text(encoding="utf-8")
-    payload: dict[str, Any]
+    payload: Mapping[str, object]
     if args.mode == "probe":
         payload = _probe_payload(text)
     else:
@@ -112,7 +112,7 @@ def _wait_for_job(mode: str, fd: int, device: str) -> str:
     os._exit(0)
 
 
-def _probe_payload(text: str) -> dict[str, Any]:
+def _probe_payload(text: str) -> Mapping[str, object]:
     from cudal1_evaluator.schema import ProbeJob, ProbeResult
 
     job = ProbeJob.from_json(text)

@@ -7,8 +7,17 @@ that traces written today can be read (and re-scored) by later releases.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast, get_args
+
+from cudal1_evaluator.verdict_details import (
+    DeviceInfo,
+    PrecisionInfo,
+    ProfileSummary,
+    SettingsChanged,
+    ToleranceInfo,
+)
 
 JOB_VERSION = 1
 RESULT_VERSION = 1
@@ -25,13 +34,56 @@ STATUSES: tuple[Status, ...] = (
 )
 Severity = Literal["reject", "warn", "info"]
 
+# The vocabulary of a job's settings, exported so the app validates its config with the same names.
+TolerancePreset = Literal["strict", "relaxed"]
+TOLERANCES = ("strict", "relaxed")  # get_args(TolerancePreset), spelled out for mypy
+RewardName = Literal["clipped_speedup", "log_speedup", "binary", "speedup"]
+REWARDS = ("clipped_speedup", "log_speedup", "binary", "speedup")  # get_args(RewardName)
+DEVICE_FORMS: tuple[str, ...] = ("cpu", "cuda", "cuda:N")
+
+
+def parse_device(text: str) -> str:
+    """``cpu``, ``cuda`` or ``cuda:N`` (surrounding blanks dropped); anything else raises a
+    ValueError that names the accepted forms."""
+    device = text.strip()
+    index = device.removeprefix("cuda:")
+    if device in ("cpu", "cuda") or (index != device and index.isdigit() and index.isascii()):
+        return device
+    raise ValueError(f"bad device {text!r}: use {', '.join(DEVICE_FORMS)}")
+
+
+def parse_tolerance(text: str) -> TolerancePreset:
+    """A tolerance preset name, or a ValueError that lists the presets."""
+    for name in get_args(TolerancePreset):
+        if text == name:
+            return cast(TolerancePreset, name)
+    raise ValueError(f"unknown tolerance preset {text!r}: {', '.join(TOLERANCES)}")
+
+
+def parse_reward(text: str) -> RewardName:
+    """A reward formula name, or a ValueError that lists the formulas."""
+    for name in get_args(RewardName):
+        if text == name:
+            return cast(RewardName, name)
+    raise ValueError(f"unknown reward formula {text!r}: {', '.join(REWARDS)}")
+
 T = TypeVar("T")
 
 
-def _from_dict(cls: type[T], data: dict[str, Any]) -> T:
-    """Build a flat dataclass from a dict, ignoring keys it does not know."""
+def _from_dict(cls: type[T], data: Mapping[str, object]) -> T:
+    """Build a flat dataclass from a JSON object, ignoring keys it does not know."""
     names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
     return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _object(value: object) -> Mapping[str, object]:
+    """A nested JSON object (absent, null or not an object: empty)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _objects(value: object) -> list[Mapping[str, object]]:
+    """The JSON objects of a list field (absent or null: none)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 @dataclass
@@ -74,9 +126,9 @@ class Job:
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Job:
+    def from_dict(cls, data: Mapping[str, object]) -> Job:
         data = dict(data)
-        reward = data.pop("reward", None) or {}
+        reward = _object(data.pop("reward", None))
         job = _from_dict(cls, data)
         job.reward = _from_dict(RewardSpec, reward)
         return job
@@ -128,22 +180,22 @@ class Result:
     correct: bool = False
     speedup: float | None = None  # against the reference under the candidate's precision
     speedup_strict: float | None = None  # against strict fp32 (None: the same precision)
-    precision: dict[str, Any] = field(default_factory=dict)
+    precision: PrecisionInfo = field(default_factory=PrecisionInfo)
     reward: float = 0.0
     reward_formula: str = "clipped_speedup"
     reward_params: dict[str, float] = field(default_factory=dict)
     message: str = ""
     flags: list[Flag] = field(default_factory=list)
     trials: list[TrialReport] = field(default_factory=list)
-    tolerance: dict[str, Any] = field(default_factory=dict)
+    tolerance: ToleranceInfo = field(default_factory=ToleranceInfo)
     timing: dict[str, TimingSummary] = field(default_factory=dict)
     compile_log: str = ""
     compile_time_s: float = 0.0
     build_cached: bool = False
     strict_reevaluation: bool = False
-    profile: dict[str, Any] | None = None
-    settings_changed: dict[str, Any] = field(default_factory=dict)
-    device: dict[str, Any] = field(default_factory=dict)
+    profile: ProfileSummary | None = None
+    settings_changed: SettingsChanged = field(default_factory=dict)
+    device: DeviceInfo = field(default_factory=DeviceInfo)
     versions: dict[str, str] = field(default_factory=dict)
     job_id: str = ""
     wall_time_s: float = 0.0
@@ -153,18 +205,21 @@ class Result:
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # JSON out: the stored form
         return asdict(self)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Result:
+    def from_dict(cls, data: Mapping[str, object]) -> Result:
+        """From the stored form; results written by earlier versions load (unknown keys are
+        ignored, missing ones take their defaults)."""
         data = dict(data)
-        flags = [_from_dict(Flag, f) for f in data.pop("flags", [])]
-        trials = [_from_dict(TrialReport, t) for t in data.pop("trials", [])]
-        timing = {k: _from_dict(TimingSummary, v) for k, v in data.pop("timing", {}).items()}
+        flags = [_from_dict(Flag, f) for f in _objects(data.pop("flags", None))]
+        trials = [_from_dict(TrialReport, t) for t in _objects(data.pop("trials", None))]
+        timing = {k: _from_dict(TimingSummary, v)
+                  for k, v in _object(data.pop("timing", None)).items() if isinstance(v, dict)}
         result = _from_dict(cls, data)
         result.flags, result.trials, result.timing = flags, trials, timing
         return result
@@ -193,7 +248,7 @@ class BuildOutcome:
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BuildOutcome:
+    def from_dict(cls, data: Mapping[str, object]) -> BuildOutcome:
         return _from_dict(cls, data)
 
 
@@ -238,7 +293,7 @@ class ProbeResult:
     parameter_count: int = 0
     reference_time_ms: float | None = None
     input_sensitivity: float | None = None  # relative output change across seeds
-    device: dict[str, Any] = field(default_factory=dict)
+    device: DeviceInfo = field(default_factory=DeviceInfo)
     versions: dict[str, str] = field(default_factory=dict)
     version: int = PROBE_VERSION
 
@@ -246,10 +301,10 @@ class ProbeResult:
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ProbeResult:
+    def from_dict(cls, data: Mapping[str, object]) -> ProbeResult:
         data = dict(data)
-        inputs = [_from_dict(TensorSpec, t) for t in data.pop("inputs", [])]
-        outputs = [_from_dict(TensorSpec, t) for t in data.pop("outputs", [])]
+        inputs = [_from_dict(TensorSpec, t) for t in _objects(data.pop("inputs", None))]
+        outputs = [_from_dict(TensorSpec, t) for t in _objects(data.pop("outputs", None))]
         result = _from_dict(cls, data)
         result.inputs, result.outputs = inputs, outputs
         return result

@@ -15,6 +15,7 @@ from typing import Any
 from cudal1_evaluator.candidate_side import integrity, profiling
 from cudal1_evaluator.common import compare, harness, timing
 from cudal1_evaluator.parent import build_cache as build
+from cudal1_evaluator.verdict_details import ProfileSummary, SettingsChanged
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class Checks:
     check_namespace: Callable[..., list[Any]]
     check_outputs: Callable[..., list[Any]]
     snapshot_settings: Callable[[], integrity.SettingsSnapshot]
-    diff_settings: Callable[..., dict[str, Any]]
+    diff_settings: Callable[..., SettingsChanged]
     restore_settings: Callable[[integrity.SettingsSnapshot], None]
     compare_outputs: Callable[..., compare.Comparison]
     clone_inputs: Callable[[list[Any]], list[Any]]
@@ -37,7 +38,7 @@ class Checks:
     headline: Callable[[str], str]
     interleaved: Callable[..., dict[str, list[float]]]
     kernels_of: Callable[..., list[Any]]
-    profile_summary: Callable[..., tuple[dict[str, Any], list[Any]]]
+    profile_summary: Callable[..., tuple[ProfileSummary, list[Any]]]
 
 
 def capture() -> Checks:

@@ -80,7 +80,7 @@ def install_guards(allowed_write_dirs: Iterable[str] = (),
 
 # -- the candidate's module namespace ---------------------------------------------------------
 
-def check_candidate_namespace(problem_ns: dict[str, Any], candidate_ns: dict[str, Any]
+def check_candidate_namespace(problem_ns: dict[str, object], candidate_ns: dict[str, object]
                               ) -> list[Flag]:
     flags: list[Flag] = []
     model_new = candidate_ns.get("ModelNew")

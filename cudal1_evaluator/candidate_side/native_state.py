@@ -16,7 +16,8 @@ import os
 import re
 import signal
 from collections.abc import Callable, Iterable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.modules.module as nn_module
@@ -39,6 +40,22 @@ _HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backwar
 _TIMERS = {"ITIMER_REAL": signal.ITIMER_REAL, "ITIMER_VIRTUAL": signal.ITIMER_VIRTUAL,
            "ITIMER_PROF": signal.ITIMER_PROF}
 _KERNEL_LINE = re.compile(r"^(\w+): (.*)$")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class NativeState:
+    """One snapshot; a part that could not be read is empty (or None)."""
+
+    dispatcher: dict[str, dict[str, str]]  # op -> dispatch key -> kernel
+    modes: tuple[int, int] | None  # torch function / dispatch mode stack depths
+    hooks: dict[str, int]  # global module hook dict -> how many hooks
+    autocast: dict[str, tuple[bool, str]]  # device -> (enabled, dtype)
+    signals: dict[str, str]  # signal -> handler
+    timers: dict[str, bool]  # interval timer -> armed
+    affinity: list[int] | None
+    niceness: int | None
+    threads: int
 
 
 def watch_ops(names: Iterable[str]) -> None:
@@ -73,8 +90,8 @@ def _dispatcher() -> dict[str, dict[str, str]]:
             if name[6:].split(".")[0] in watched}
 
 
-def _autocast() -> dict[str, Any]:
-    state: dict[str, Any] = {}
+def _autocast() -> dict[str, tuple[bool, str]]:
+    state: dict[str, tuple[bool, str]] = {}
     for device in ("cpu", "cuda"):
         try:
             state[device] = (torch.is_autocast_enabled(device),
@@ -113,33 +130,33 @@ def _native_threads() -> int:
         return 0
 
 
-def _read(get: Callable[[], Any]) -> Any:
+def _read(get: Callable[[], T]) -> T | None:
     try:
         return get()
     except (OSError, RuntimeError, AttributeError):
         return None
 
 
-def snapshot() -> dict[str, Any]:
-    return {
-        "dispatcher": _read(_dispatcher) or {},
-        "modes": _read(lambda: (torch._C._len_torch_function_stack(),
-                                torch._C._len_torch_dispatch_stack())),
-        "hooks": {name: len(getattr(nn_module, name, {})) for name in _HOOKS},
-        "autocast": _read(_autocast) or {},
-        "signals": _read(_signals) or {},
-        "timers": _read(_timers) or {},
-        "affinity": _read(lambda: sorted(os.sched_getaffinity(0))),
-        "niceness": _read(lambda: os.getpriority(os.PRIO_PROCESS, 0)),
-        "threads": _native_threads(),
-    }
+def snapshot() -> NativeState:
+    return NativeState(
+        dispatcher=_read(_dispatcher) or {},
+        modes=_read(lambda: (torch._C._len_torch_function_stack(),
+                             torch._C._len_torch_dispatch_stack())),
+        hooks={name: len(getattr(nn_module, name, {})) for name in _HOOKS},
+        autocast=_read(_autocast) or {},
+        signals=_read(_signals) or {},
+        timers=_read(_timers) or {},
+        affinity=_read(lambda: sorted(os.sched_getaffinity(0))),
+        niceness=_read(lambda: os.getpriority(os.PRIO_PROCESS, 0)),
+        threads=_native_threads(),
+    )
 
 
-def diff(before: dict[str, Any], after: dict[str, Any]) -> list[Flag]:
+def diff(before: NativeState | None, after: NativeState | None) -> list[Flag]:
     """What changed between two snapshots, as findings (empty when either is missing)."""
-    if not before or not after:
+    if before is None or after is None:
         return []
-    return [*_dispatcher_flags(before["dispatcher"], after["dispatcher"]),
+    return [*_dispatcher_flags(before.dispatcher, after.dispatcher),
             *_simple_flags(before, after), *_signal_flags(before, after)]
 
 
@@ -159,42 +176,43 @@ def _dispatcher_flags(before: dict[str, dict[str, str]], after: dict[str, dict[s
                  f"{found[0]}{more}: it changes what the harness and the reference compute")]
 
 
-def _simple_flags(before: dict[str, Any], after: dict[str, Any]) -> list[Flag]:
+def _simple_flags(before: NativeState, after: NativeState) -> list[Flag]:
     flags = []
-    if before["modes"] != after["modes"]:
+    if before.modes != after.modes:
         flags.append(Flag("torch_mode_stack", "the candidate left a torch function or dispatch "
-                          f"mode active (stack depths {before['modes']} -> {after['modes']}): "
+                          f"mode active (stack depths {before.modes} -> {after.modes}): "
                           "it intercepts every op the harness runs"))
-    hooks = [k.removeprefix("_global_") for k in before["hooks"]
-             if after["hooks"].get(k) != before["hooks"][k]]
+    hooks = [k.removeprefix("_global_") for k in before.hooks
+             if after.hooks.get(k) != before.hooks[k]]
     if hooks:
         flags.append(Flag("global_module_hook", "the candidate registered global module hooks "
                           f"({', '.join(hooks)}): they can rewrite the reference's outputs"))
-    turned = [f"{dev} ({after['autocast'][dev][1]})" for dev in before["autocast"]
-              if after["autocast"].get(dev) != before["autocast"][dev]
-              and after["autocast"].get(dev, (False,))[0]]
+    turned = [f"{dev} ({after.autocast[dev][1]})" for dev in before.autocast
+              if after.autocast.get(dev) != before.autocast[dev]
+              and after.autocast.get(dev, (False, ""))[0]]
     if turned:
         flags.append(Flag("autocast_enabled", f"the candidate left autocast on for "
                           f"{', '.join(turned)}: the reference would run in lower precision"))
-    for key, code, what in (("affinity", "cpu_affinity", "pinned the process to other CPUs"),
-                            ("niceness", "niceness", "changed the process's priority")):
-        if before[key] != after[key]:
-            flags.append(Flag(code, f"the candidate {what} ({before[key]} -> {after[key]}): "
+    for old, new, code, what in (
+            (before.affinity, after.affinity, "cpu_affinity", "pinned the process to other CPUs"),
+            (before.niceness, after.niceness, "niceness", "changed the process's priority")):
+        if old != new:
+            flags.append(Flag(code, f"the candidate {what} ({old} -> {new}): "
                               "it changes how fast the reference runs"))
-    if after["threads"] > before["threads"]:
-        flags.append(Flag("native_threads", f"{after['threads'] - before['threads']} native "
+    if after.threads > before.threads:
+        flags.append(Flag("native_threads", f"{after.threads - before.threads} native "
                           "thread(s) appeared (torch's pools start lazily; candidate threads "
                           "may work outside the timer)", "info"))
     return flags
 
 
-def _signal_flags(before: dict[str, Any], after: dict[str, Any]) -> list[Flag]:
+def _signal_flags(before: NativeState, after: NativeState) -> list[Flag]:
     flags = []
-    changed = sorted(k for k, v in after["signals"].items() if before["signals"].get(k) != v)
+    changed = sorted(k for k, v in after.signals.items() if before.signals.get(k) != v)
     if changed:
         flags.append(Flag("signal_handler", f"the candidate installed signal handlers for "
                           f"{', '.join(changed[:5])}: they can interrupt the harness"))
-    armed = sorted(k for k, v in after["timers"].items() if v and not before["timers"].get(k))
+    armed = sorted(k for k, v in after.timers.items() if v and not before.timers.get(k))
     if armed:
         flags.append(Flag("itimer", f"the candidate armed interval timers ({', '.join(armed)}): "
                           "they interrupt the reference at chosen moments"))

@@ -8,6 +8,7 @@ from typing import Any
 
 from cudal1_evaluator.common.compare import clone_inputs
 from cudal1_evaluator.schema import Flag
+from cudal1_evaluator.verdict_details import ProfileSummary
 
 Kernel = tuple[str, float, int]  # (name, total µs, count)
 
@@ -61,11 +62,11 @@ def _is_own(name: str, own: set[str]) -> bool:
 
 
 def summarize(reference: list[Kernel], candidate: list[Kernel], candidate_source: str
-              ) -> tuple[dict[str, Any], list[Flag]]:
+              ) -> tuple[ProfileSummary, list[Flag]]:
     own = own_kernel_names(candidate_source)
     total = sum(k[1] for k in candidate)
     mine = sum(k[1] for k in candidate if _is_own(k[0], own))
-    profile: dict[str, Any] = {
+    profile: ProfileSummary = {
         "kernels": [list(k) for k in candidate[:30]],
         "reference_kernels": [list(k) for k in reference[:30]],
         "candidate_gpu_us": round(total, 3),

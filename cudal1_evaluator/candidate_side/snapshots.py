@@ -29,6 +29,7 @@ import torch.utils._device
 
 from cudal1_evaluator.candidate_side import native_state
 from cudal1_evaluator.schema import Flag
+from cudal1_evaluator.verdict_details import SettingsChanged, SettingValue
 
 _DATA = (int, float, str, bytes, bool, type(None), tuple, frozenset, torch.dtype)
 
@@ -36,15 +37,15 @@ _DATA = (int, float, str, bytes, bool, type(None), tuple, frozenset, torch.dtype
 @dataclass
 class GlobalsSnapshot:
     ids: dict[str, int] = field(default_factory=dict)
-    objects: dict[str, Any] = field(default_factory=dict, repr=False)
+    objects: dict[str, object] = field(default_factory=dict, repr=False)
     classes: set[str] = field(default_factory=set)  # namespaces that are classes
-    values: dict[str, Any] = field(default_factory=dict)  # the problem module's constants
-    native: dict[str, Any] = field(default_factory=dict)  # see candidate_side.native_state
+    values: dict[str, object] = field(default_factory=dict)  # the problem module's constants
+    native: native_state.NativeState | None = None
 
 
 @dataclass
 class SettingsSnapshot:
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, object] = field(default_factory=dict)
 
 
 def _namespaces(problems: list[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
@@ -125,7 +126,7 @@ def _code_of(value: Any) -> types.CodeType | None:
 
 def snapshot_globals() -> GlobalsSnapshot:
     ids: dict[str, int] = {}
-    objects: dict[str, Any] = {}
+    objects: dict[str, object] = {}
     classes: set[str] = set()
     problems = _problem_modules()
     for prefix, namespace in _namespaces(problems):
@@ -180,9 +181,9 @@ def diff_globals(before: GlobalsSnapshot, after: GlobalsSnapshot) -> list[Flag]:
         flags.append(Flag(f"patched_{name}", f"`{name}` {how} after the candidate ran: "
                           "monkeypatching changes what the reference or the clock does"))
     for key, value in before.values.items():
-        now = after.values.get(key, _MISSING)
-        if not same_constant(now, value):
-            flags.append(Flag(f"patched_{key}", f"`{key}` changed from {value!r} to {now!r}: "
+        constant = after.values.get(key, _MISSING)
+        if not same_constant(constant, value):
+            flags.append(Flag(f"patched_{key}", f"`{key}` changed from {value!r} to {constant!r}: "
                               "the problem's constants are not the candidate's to change"))
     flags += native_state.diff(before.native, after.native)
     for key in after.ids.keys() - before.ids.keys():
@@ -321,7 +322,7 @@ def snapshot_settings() -> SettingsSnapshot:
     return SettingsSnapshot({name: _read(get) for name, (get, _) in _table().items()})
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> SettingValue:
     if isinstance(value, bool | int | float | str) or value is None:
         return value
     if isinstance(value, tuple):
@@ -329,7 +330,7 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def diff_settings(before: SettingsSnapshot, after: SettingsSnapshot) -> dict[str, Any]:
+def diff_settings(before: SettingsSnapshot, after: SettingsSnapshot) -> SettingsChanged:
     return {name: {"before": _jsonable(old), "after": _jsonable(after.values.get(name))}
             for name, old in before.values.items() if after.values.get(name) != old}
 

@@ -25,7 +25,20 @@ from cudal1_evaluator.schema import Flag, Job
 from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.wire.channel import WorkerChannel
 from cudal1_evaluator.wire.report import WorkerReport
-from cudal1_evaluator.wire.talk import Peer, serve
+from cudal1_evaluator.wire.talk import Handler, Peer, serve
+from cudal1_evaluator.wire.talk_messages import (
+    BurstRequest,
+    BurstTimes,
+    Empty,
+    MapSlots,
+    OutputItem,
+    OutputMeta,
+    SettingsReply,
+    SlotDesc,
+    Trial,
+    TrialOutputs,
+    WorkerInit,
+)
 
 BLOCKED = "blocked by the evaluator"
 
@@ -62,8 +75,8 @@ class Worker:
         except SetupError as exc:
             self.rep.fail("setup", str(exc))
             raise _Stop from None
-        self.rep.tolerance = {**describe_tolerance(self.job.tolerance),
-                              "baseline_settings": self.h.baseline_settings}
+        self.rep.tolerance = describe_tolerance(self.job.tolerance)
+        self.rep.tolerance["baseline_settings"] = self.h.baseline_settings
         # every check used after the candidate import, bound before it
         self.fn = checks.capture()
         self._copy, self._burst, self._memmove = torch.Tensor.copy_, burst, ctypes.memmove
@@ -139,7 +152,7 @@ class Worker:
         return self.calls["candidate"](args)
 
     # -- serving the parent: trials and bursts on inputs the referee made -----------------
-    def serve_parent(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def serve_parent(self, msg: WorkerInit) -> SettingsReply:
         """The ``init`` request: setup, build and lock-down, then the settings the candidate
         changed (precision parity). Later requests are ``trial`` and ``burst``."""
         self.init_seed = int(msg["init_seed"])
@@ -161,19 +174,18 @@ class Worker:
                 .expand([int(n) for n in o["shape"]]) for o in self.out_spec]
         return made[0] if self.single and len(made) == 1 else tuple(made)
 
-    def _open(self, slot: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    def _open(self, slot: SlotDesc) -> tuple[list[Any], list[Any]]:
         from cudal1_evaluator.wire.tensor_exchange import open_shared
 
         dev = self.h.device
         return ([open_shared(d, dev) for d in slot["inputs"]],
                 [open_shared(d, dev) for d in slot["outputs"]])
 
-    def _deliver(self, out: Any, buffers: list[Any], held: list[Any]) -> dict[str, Any]:
+    def _deliver(self, out: Any, buffers: list[Any], held: list[Any]) -> OutputMeta:
         """Describe the output, check it, copy it into the referee's buffers (untimed)."""
         self.rep.add_flags(self.fn.check_outputs(out, self.like))
         items = list(out) if isinstance(out, tuple | list) else [out]
-        meta: dict[str, Any] = {"count": len(items), "items": [_describe_output(t)
-                                                               for t in items]}
+        meta: OutputMeta = {"count": len(items), "items": [_describe_output(t) for t in items]}
         earlier = {p for h in held for p in _storage_ptrs(h)}
         meta["reused"] = bool(earlier & set(_storage_ptrs(out)))
         held.append(out)  # alive to the end of the burst: a reused address is the candidate's
@@ -191,7 +203,7 @@ class Worker:
         else:
             self._copy(buf, t)
 
-    def trial(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def trial(self, msg: Trial) -> TrialOutputs:
         """Two calls on two copies of one fresh set, memory poisoned before each."""
         fn, dev, sync = self.fn, self.h.device, self.h.clock.sync
         opened = [self._open(s) for s in msg["slots"]]
@@ -209,19 +221,19 @@ class Worker:
         self.rep.settings_changed.update(after)
         return {"outputs": metas, "settings_changed": self.rep.settings_changed}
 
-    def map_slots(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def map_slots(self, msg: MapSlots) -> Empty:
         """Open the next burst's shared tensors ahead, outside the burst the parent times."""
         self.mapped = {str(name): self._open(desc) for name, desc in msg["slots"].items()}
         return {}
 
-    def burst(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def burst(self, msg: BurstRequest) -> BurstTimes:
         if not self.timing_checked:  # the globals and the guard once more before timing
             self.timing_checked = True
             self.rep.add_flags(self.fn.diff_globals(self.globals0, self.fn.snapshot_globals()))
             self.rep.add_flags(self.guard_findings())
         opened = [self.mapped.pop(str(n)) for n in msg["names"]]
         held: list[Any] = []
-        metas: list[dict[str, Any]] = []
+        metas: list[OutputMeta] = []
 
         def deliver(i: int, out: Any) -> None:
             metas.append(self._deliver(out, opened[i][1], held))
@@ -281,7 +293,7 @@ def _describe(exc: BaseException) -> str:
     return f"{CUDA_GRAPH_MESSAGE}\n({text})" if CUDA_GRAPH_OVERWRITTEN in text else text
 
 
-def _describe_output(t: Any) -> dict[str, Any]:
+def _describe_output(t: object) -> OutputItem:
     if not isinstance(t, torch.Tensor):
         return {"type": type(t).__qualname__}
     return {"type": "Tensor" if type(t) is torch.Tensor else type(t).__qualname__,
@@ -336,8 +348,9 @@ def run(job: Job, channel: WorkerChannel, *, peer: Peer | None = None,
             worker.phase("build", worker.build)
             worker.phase("lock_down", worker.lock_down)
         else:
-            handlers = {"init": worker.serve_parent, "trial": worker.trial, "burst": worker.burst,
-                        "map": worker.map_slots}
+            handlers: dict[str, Handler] = {
+                "init": worker.serve_parent, "trial": worker.trial, "burst": worker.burst,
+                "map": worker.map_slots}
             serve(peer, handlers, on_error)
         if not report.error_kind and worker.guard is not None:
             with worker.h.no_grad():

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from cudal1_evaluator.verdict_details import ToleranceInfo
+
 _FLOAT_MAX = sys.float_info.max
 
 PRESETS: dict[str, dict[str, float]] = {
@@ -30,7 +32,7 @@ def tolerance_for(preset: str, dtype: torch.dtype) -> float:
     return table.get(dtype_name(dtype), max(table.values()))
 
 
-def describe_tolerance(preset: str) -> dict[str, Any]:
+def describe_tolerance(preset: str) -> ToleranceInfo:
     return {
         "preset": preset,
         "rule": "|got - exp| <= tol * max|exp| + tol * |exp| elementwise, per output tensor "

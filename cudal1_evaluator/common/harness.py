@@ -33,7 +33,7 @@ STRICT_FP32 = {"cudnn.allow_tf32": False, "cuda.matmul.allow_tf32": False,
                "float32_matmul_precision": "highest"}
 
 
-def strict_fp32() -> dict[str, Any]:
+def strict_fp32() -> dict[str, bool | str]:
     """Turn TF32 off for matmuls and cuDNN (before any model runs); the settings as read back."""
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False

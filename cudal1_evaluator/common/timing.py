@@ -146,7 +146,7 @@ class Plan:
     rel_ci: float
 
 
-RoundHook = Callable[[dict[str, Any], list[Any]], None]
+RoundHook = Callable[[dict[str, object], list[Any]], None]  # (outputs by side, inputs)
 Progress = Callable[[int, int], None]
 
 
@@ -243,7 +243,7 @@ def interleaved(
         inputs = pool.next(rounds_left(plan, n, clock.now() - start, per_round))
         order = list(sides)
         rng.shuffle(order)
-        outputs: dict[str, Any] = {}
+        outputs: dict[str, object] = {}
         for name in order:
             own = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             if prepare and name in prepare:

@@ -17,7 +17,7 @@ import site
 import sys
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 CONFIG_NAME = "sandbox.json"  # next to the job file, written by the parent
 EXIT_SETUP = 78  # EX_CONFIG: the child refused to start
@@ -65,6 +65,13 @@ def _evaluator_dir() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
+class StartupRecord(TypedDict):
+    """The parent's record of the interpreter's files, which a child checks at its start."""
+
+    dirs: list[str]
+    files: dict[str, str]  # path -> digest (see ``manifest``)
+
+
 def manifest(dirs: list[str]) -> dict[str, str]:
     """path -> sha256 of every ``.pth`` file and ``site``/``usercustomize`` in ``dirs``, and of
     the evaluator's own source files."""
@@ -84,13 +91,13 @@ def manifest(dirs: list[str]) -> dict[str, str]:
 
 
 @cache
-def record(python_path: str = "") -> dict[str, Any]:
+def record(python_path: str = "") -> StartupRecord:
     """The parent's record, taken once per process and ``PYTHONPATH`` (the child's)."""
     dirs = _site_dirs() + _path_dirs(python_path)
     return {"dirs": dirs, "files": manifest(dirs)}
 
 
-def differences(recorded: dict[str, Any]) -> list[str]:
+def differences(recorded: StartupRecord) -> list[str]:
     """What differs between the parent's record and this process's files (empty: none)."""
     dirs = list(recorded.get("dirs", []))
     now = manifest(dirs)
@@ -125,7 +132,7 @@ def child_start(job_path: str) -> None:
     Exits with ``EXIT_SETUP`` and a message on stderr when the interpreter was tampered with.
     A child without a config (started by hand) only runs ``site``."""
     config_path = Path(job_path).parent / CONFIG_NAME
-    config: dict[str, Any] = {}
+    config: dict[str, Any] = {}  # JSON the parent wrote: read with .get
     if config_path.exists():
         config = json.loads(config_path.read_text(encoding="utf-8"))
         problems = differences(config.get("record", {}))

@@ -17,9 +17,10 @@ import secrets
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cudal1_evaluator.isolation import sandbox
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
@@ -27,8 +28,17 @@ from cudal1_evaluator.parent import precision, warm
 from cudal1_evaluator.parent.timing_checks import Burst
 from cudal1_evaluator.schema import Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
+from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
 from cudal1_evaluator.wire.report import Recheck
-from cudal1_evaluator.wire.talk import Peer, PeerGone, read_int, read_metas, read_times
+from cudal1_evaluator.wire.talk import Peer, PeerGone, Reply, read_int, read_metas, read_times
+from cudal1_evaluator.wire.talk_messages import (
+    CheckResult,
+    OutputMeta,
+    Prepare,
+    RefereeInfo,
+    RefereeInit,
+    SlotDesc,
+)
 
 BURST = 4  # fresh input sets per burst
 MAP_FLOOR_MS, MAP_PER_TENSOR_MS = 250.0, 25.0  # bound on the worker's untimed mapping
@@ -39,7 +49,7 @@ ALONE_BURSTS = 3  # the reference alone, before the worker starts
 class Evidence:
     """What the trusted side measured and decided, plus the worker's raw times."""
 
-    info: dict[str, Any] = field(default_factory=dict)  # the referee's init reply
+    info: RefereeInfo = field(default_factory=RefereeInfo)  # the referee's init reply
     trials: list[TrialReport] = field(default_factory=list)
     recheck: Recheck = field(default_factory=Recheck)
     flags: list[Flag] = field(default_factory=list)
@@ -49,8 +59,8 @@ class Evidence:
     candidate: list[Burst] = field(default_factory=list)
     late: int = 0
     slow_maps: int = 0
-    settings_changed: dict[str, Any] = field(default_factory=dict)
-    precision: dict[str, Any] = field(default_factory=dict)
+    settings_changed: SettingsChanged = field(default_factory=dict)
+    precision: PrecisionInfo = field(default_factory=PrecisionInfo)
     referee_error: str = ""
     protocol_error: str = ""
     timed: bool = False
@@ -90,14 +100,14 @@ class Conductor:
             with contextlib.suppress(Exception):
                 self.on_progress(stage, done, total, note)
 
-    def _ask_referee(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _ask_referee(self, message: Mapping[str, object]) -> Reply:
         try:
             return self.ref.peer.request(message, self.job.timeout_s, self.ref.alive)
         except PeerGone as exc:
             self.ev.referee_error = self.ev.referee_error or str(exc)
             raise
 
-    def _ask_worker(self, message: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    def _ask_worker(self, message: Mapping[str, object]) -> tuple[Reply, float]:
         """(reply, parent wall ms from send to reply); the worker runs only inside this."""
         self._signal_worker(signal.SIGCONT)
         try:
@@ -115,12 +125,12 @@ class Conductor:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.wrk.child.proc.pid, sig)
 
-    def _new_sets(self, count: int, copies: int) -> tuple[list[int], dict[str, Any]]:
+    def _new_sets(self, count: int, copies: int) -> tuple[list[int], dict[str, SlotDesc]]:
         ids = list(range(self._next_id, self._next_id + count))
         self._next_id += count
-        reply = self._ask_referee({"op": "prepare", "sets": [
-            {"id": i, "seed": _seed(), "copies": copies} for i in ids]})
-        return ids, reply["slots"]
+        reply = self._ask_referee(Prepare(op="prepare", sets=[
+            {"id": i, "seed": _seed(), "copies": copies} for i in ids]))
+        return ids, cast(dict[str, SlotDesc], reply["slots"])  # the trusted referee's reply
 
     def _reference_burst(self, ids: list[int], mode: str) -> Burst:
         started = time.perf_counter_ns()
@@ -134,8 +144,8 @@ class Conductor:
         bursts ``reuse(info)`` returns (an earlier evaluation of the same problem)."""
         self.xdir.mkdir(mode=0o700)
         self.init_seed = _seed()
-        self.ev.info = self._ask_referee({"op": "init", "init_seed": self.init_seed,
-                                          "probe_seed": _seed(), "xdir": str(self.xdir)})
+        self.ev.info = cast(RefereeInfo, self._ask_referee(RefereeInit(  # trusted: the referee
+            op="init", init_seed=self.init_seed, probe_seed=_seed(), xdir=str(self.xdir))))
         found = reuse(self.ev.info) if reuse is not None else None
         if found is not None:
             self.ev.alone, self.alone_age = found
@@ -159,7 +169,7 @@ class Conductor:
         self._settings(reply)
         self._progress("build", 1, 1, "")
 
-    def _settings(self, reply: dict[str, Any]) -> None:
+    def _settings(self, reply: Reply) -> None:
         changed = reply.get("settings_changed")
         if isinstance(changed, dict):
             self.ev.settings_changed = changed
@@ -177,7 +187,7 @@ class Conductor:
             metas = read_metas(reply.get("outputs"), 2)
             self._ask_referee({"op": "seal", "slots": names})
             self._reference_burst(ids, "strict")
-            results = self._ask_referee({"op": "check", "slots": names})["results"]
+            results = self._check(names)
             self._ask_referee({"op": "release", "sets": ids})
             trial = self._trial_report(t, results, metas)
             self.ev.trials.append(trial)
@@ -185,8 +195,12 @@ class Conductor:
                 break
         self._progress("correctness", trials, trials)
 
-    def _trial_report(self, t: int, results: list[dict[str, Any]],
-                      metas: list[dict[str, Any]]) -> TrialReport:
+    def _check(self, names: list[str]) -> list[CheckResult]:
+        reply = self._ask_referee({"op": "check", "slots": names})
+        return cast(list[CheckResult], reply["results"])  # the trusted referee's reply
+
+    def _trial_report(self, t: int, results: list[CheckResult],
+                      metas: list[OutputMeta]) -> TrialReport:
         self._output_flags(metas)
         self._mutation_flags(results)
         bad = next((r for r in results if not r.get("ok")), None)
@@ -197,11 +211,11 @@ class Conductor:
         return TrialReport(t, bad is None, max(float(r.get("abs", 0)) for r in results),
                            max(float(r.get("rel", 0)) for r in results), message)
 
-    def _output_flags(self, metas: list[dict[str, Any]]) -> None:
+    def _output_flags(self, metas: list[OutputMeta]) -> None:
         if any(m.get("reused") for m in metas):
             self.ev.flags.append(Flag("output_buffer_reused", CUDA_GRAPH_REUSE))
 
-    def _mutation_flags(self, results: list[dict[str, Any]]) -> None:
+    def _mutation_flags(self, results: list[CheckResult]) -> None:
         for r in results:
             for j in r.get("mutated") or []:
                 self.ev.flags.append(Flag("input_mutation", f"the candidate writes into its "
@@ -248,7 +262,7 @@ class Conductor:
             else:
                 bursts[side] = self._reference_burst(ids, "strict" if side == "reference"
                                                      else "matched")
-        results = self._ask_referee({"op": "check", "slots": names})["results"]
+        results = self._check(names)
         self._ask_referee({"op": "release", "sets": ids})
         self._mutation_flags(results)
         self._recheck(results)
@@ -258,7 +272,7 @@ class Conductor:
             if matched:
                 self.ev.matched.append(bursts["matched"])
 
-    def _map(self, names: list[str], slots: dict[str, Any]) -> None:
+    def _map(self, names: list[str], slots: dict[str, SlotDesc]) -> None:
         """The worker maps the burst's tensors first; that hand-off is bounded, not timed."""
         count = sum(len(slots[n]["inputs"]) + len(slots[n]["outputs"]) for n in names)
         _, wall_ms = self._ask_worker({"op": "map", "slots": {n: slots[n] for n in names}})
@@ -271,7 +285,7 @@ class Conductor:
                                           f"{limit_ms:.0f} ms): work hidden in the untimed "
                                           "hand-off before a burst"))
 
-    def _recheck(self, results: list[dict[str, Any]]) -> None:
+    def _recheck(self, results: list[CheckResult]) -> None:
         rc = self.ev.recheck
         for r in results:
             rc.compared += 1
@@ -291,7 +305,7 @@ CUDA_GRAPH_REUSE = ("the candidate returns the same CUDA-graph output buffer on 
                     "next replay overwrites the previous result: clone the output")
 
 
-def output_message(metas: list[dict[str, Any]], info: dict[str, Any]) -> str:
+def output_message(metas: list[OutputMeta], info: RefereeInfo) -> str:
     """A plain message for an output of the wrong kind, dtype or shape (as the worker saw it)."""
     expected = info.get("outputs") or []
     for meta in metas:

@@ -10,7 +10,8 @@ strict fp32 reference.
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
 
 _TF32_FLAGS = ("cudnn.allow_tf32", "cuda.matmul.allow_tf32")
 _REDUCED_FP32 = {"high", "medium", "tf32", "bf16"}
@@ -18,18 +19,18 @@ _FP16 = re.compile(r"\.half\(\)|torch\.float16\b|torch\.half\b|\"float16\"|'floa
 _BF16 = re.compile(r"\.bfloat16\(\)|torch\.bfloat16\b|\"bfloat16\"|'bfloat16'")
 
 
-def _after(change: Any) -> Any:
+def _after(change: object) -> object:
     return change.get("after") if isinstance(change, dict) else None
 
 
-def _tf32(settings: dict[str, Any]) -> bool:
+def _tf32(settings: SettingsChanged) -> bool:
     if any(_after(settings.get(k)) is True for k in _TF32_FLAGS):
         return True
     return any(str(_after(v)) in _REDUCED_FP32 for k, v in settings.items()
                if k.endswith("precision"))
 
 
-def classify(settings_changed: dict[str, Any], source: str) -> dict[str, Any]:
+def classify(settings_changed: SettingsChanged, source: str) -> PrecisionInfo:
     """{"candidate": fp32|tf32|fp16|bf16|mixed, "reference": fp32-strict|tf32|autocast-fp16|
     autocast-bf16, "settings": the precision flags the candidate changed, "autocast": ...}."""
     fp16, bf16 = bool(_FP16.search(source)), bool(_BF16.search(source))
@@ -48,5 +49,5 @@ def classify(settings_changed: dict[str, Any], source: str) -> dict[str, Any]:
             "autocast": autocast}
 
 
-def matched_differs(precision: dict[str, Any]) -> bool:
+def matched_differs(precision: PrecisionInfo) -> bool:
     return precision.get("reference") != "fp32-strict" or bool(precision.get("settings"))

@@ -14,7 +14,7 @@ import hashlib
 import json
 import threading
 import time
-from typing import Any
+from collections.abc import Mapping
 
 from cudal1_evaluator.parent.timing_checks import Burst
 from cudal1_evaluator.schema import Job
@@ -25,12 +25,13 @@ _lock = threading.Lock()
 _entries: dict[str, tuple[float, list[Burst]]] = {}
 
 
-def key_of(job: Job, info: dict[str, Any]) -> str:
+def key_of(job: Job, info: Mapping[str, object]) -> str:
     """Problem source, device (as the referee saw it), torch version and timing settings."""
+    versions = info.get("versions")
     parts = {
         "problem": hashlib.sha256(job.problem_source.encode("utf-8", "replace")).hexdigest(),
         "device": job.device, "device_info": info.get("device"),
-        "torch": (info.get("versions") or {}).get("torch", ""),
+        "torch": versions.get("torch", "") if isinstance(versions, dict) else "",
         "timing": [job.warmup, job.min_samples, job.max_samples, job.timing_budget_s,
                    job.stable_rel_ci, job.compare_torch_compile, job.memory_limit_mb],
     }

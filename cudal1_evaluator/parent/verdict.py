@@ -25,6 +25,7 @@ from cudal1_evaluator.parent.timing_checks import (
 from cudal1_evaluator.reward import noise_band, score
 from cudal1_evaluator.schema import Flag, Job, Result, Status, TimingSummary
 from cudal1_evaluator.stats import summarize
+from cudal1_evaluator.verdict_details import DeviceInfo, ToleranceInfo
 from cudal1_evaluator.wire.report import WorkerReport
 
 _SIGNALS = {
@@ -189,11 +190,13 @@ def _flags_of(outcome: Outcome, report: WorkerReport | None, ev: Evidence) -> li
 def _from_evidence(job: Job, outcome: Outcome, report: WorkerReport | None, ev: Evidence,
                    result: Result) -> None:
     info = ev.info
-    result.trials, result.tolerance = ev.trials, dict(info.get("tolerance") or {})
-    result.device = dict(info.get("device") or {})
+    result.trials = ev.trials
+    result.tolerance = (info.get("tolerance") or ToleranceInfo()).copy()
+    result.device = (info.get("device") or DeviceInfo()).copy()
     result.versions = dict(info.get("versions") or {})
     result.settings_changed = ev.settings_changed
-    result.precision = {k: v for k, v in ev.precision.items() if k != "autocast"}
+    result.precision = ev.precision.copy()
+    result.precision.pop("autocast", None)
     if report is not None:
         result.profile = report.profile
         result.compile_time_s, result.build_cached = report.compile_time_s, report.build_cached

@@ -15,7 +15,8 @@ import os
 import threading
 from pathlib import Path
 
-from cudal1_evaluator.isolation.sandbox import Child, Limits, scrub_env
+from cudal1_evaluator.isolation.child_env import scrub_env
+from cudal1_evaluator.isolation.sandbox import Child, Limits
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 
 enabled = True

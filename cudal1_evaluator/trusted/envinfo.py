@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib.metadata
 import platform
 from pathlib import Path
-from typing import Any
 
 import torch
+
+from cudal1_evaluator.verdict_details import DeviceInfo
 
 
 def _cpu_name() -> str:
@@ -20,7 +21,7 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def device_info(device: torch.device) -> dict[str, Any]:
+def device_info(device: torch.device) -> DeviceInfo:
     if device.type != "cuda":
         return {"type": "cpu", "name": _cpu_name(), "capability": None, "cuda": None,
                 "threads": torch.get_num_threads()}

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from cudal1_evaluator.common.harness import Harness, SetupError, describe_exception, plan_of
-from cudal1_evaluator.common.timing import interleaved
+from cudal1_evaluator.common.timing import Call, interleaved
 from cudal1_evaluator.schema import Flag, Job
 from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.wire.channel import WorkerChannel
@@ -43,7 +43,7 @@ def run(job: Job, channel: WorkerChannel) -> WorkerReport:
         report.device = envinfo.device_info(h.device)
         report.versions = envinfo.versions()
         model = h.reference_model()
-        sides: dict[str, Any] = {"reference": h.caller(model)}
+        sides: dict[str, Call] = {"reference": h.caller(model)}
         if job.compare_torch_compile:
             channel.progress("reference", 0, 1, "torch.compile of the reference")
             compiled = _compiled(h, model, report)

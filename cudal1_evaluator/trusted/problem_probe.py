@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import linecache
-import math
 import platform
 import statistics
 import sys
@@ -27,10 +26,16 @@ from typing import Any
 import torch
 
 from cudal1_evaluator.schema import ProbeJob, ProbeResult, TensorSpec
+from cudal1_evaluator.trusted.output_sensitivity import (
+    DEGENERATE_REL,
+    degenerate_message,
+    equal_tensors,
+    perturbed,
+    relative_change,
+)
+from cudal1_evaluator.verdict_details import DeviceInfo
 
-DEGENERATE_REL = 1e-6  # below this relative output change the problem rewards constants
 NONDETERMINISTIC_REL = 1e-3  # same inputs twice differing more than this: unverifiable
-PERTURBATION = 1e-3  # relative size of the noise added to floating inputs
 MAX_TIMED_CALLS = 25
 MODULE_NAME = "cudal1_problem"
 MIN_TIMED_CALLS = 3
@@ -195,39 +200,11 @@ class _Runner:
 # ---------------------------------------------------------------- sensitivity
 
 
-def _relative_change(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
-    """‖a − b‖ / ‖a‖ over all outputs together (finite entries only), in float64."""
-    diff = base = 0.0
-    for x, y in zip(a, b, strict=True):
-        if x.shape != y.shape:
-            return math.inf  # shape depends on the inputs: certainly not constant
-        xf, yf = x.double(), y.double()
-        keep = torch.isfinite(xf) & torch.isfinite(yf)
-        diff += float(torch.linalg.vector_norm(torch.where(keep, xf - yf, 0.0)) ** 2)
-        base += float(torch.linalg.vector_norm(torch.where(keep, xf, 0.0)) ** 2)
-    if base == 0.0:
-        return 0.0 if diff == 0.0 else math.inf
-    return math.sqrt(diff / base)
-
-
-def _perturbed(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    gen = torch.Generator(device=inputs[0].device).manual_seed(12345)
-    out = []
-    for t in inputs:
-        if t.is_floating_point() and t.numel():
-            scale = float(t.abs().mean()) or 1.0
-            noise = torch.randn(t.shape, generator=gen, device=t.device, dtype=t.dtype)
-            out.append(t + PERTURBATION * scale * noise)
-        else:
-            out.append(t)
-    return out
-
-
 def _check_sensitivity(runner: _Runner, first_inputs: list[torch.Tensor],
                        first_out: list[torch.Tensor], seeds: int, result: ProbeResult) -> None:
     """Fail unless the output is repeatable for equal inputs and moves with different ones."""
     again = runner.forward(first_inputs)
-    drift = _relative_change(first_out, again)
+    drift = relative_change(first_out, again)
     if drift > NONDETERMINISTIC_REL:
         raise ProbeFailure("nondeterministic", f"the same inputs gave outputs differing by "
                            f"{drift:.2e} (relative): random ops in forward (dropout in training "
@@ -235,45 +212,18 @@ def _check_sensitivity(runner: _Runner, first_inputs: list[torch.Tensor],
     changes, same_inputs, previous = [], True, (first_inputs, first_out)
     for seed in range(1, max(seeds, 2)):
         inputs, out = runner.run_seed(seed)
-        same_inputs = same_inputs and _equal(previous[0], inputs)
-        changes.append(_relative_change(previous[1], out))
+        same_inputs = same_inputs and equal_tensors(previous[0], inputs)
+        changes.append(relative_change(previous[1], out))
         previous = (inputs, out)
     if same_inputs:
         raise ProbeFailure("degenerate", "get_inputs() returns the same tensors for every seed: "
                            "a candidate could cache its answer; build inputs with torch.randn or "
                            "torch.rand so each seed gives fresh ones")
-    perturbation = _relative_change(first_out, runner.forward(_perturbed(first_inputs)))
+    perturbation = relative_change(first_out, runner.forward(perturbed(first_inputs)))
     result.input_sensitivity = max(changes)
     if max(result.input_sensitivity, perturbation) < DEGENERATE_REL:
-        raise ProbeFailure("degenerate", _degenerate_message(
+        raise ProbeFailure("degenerate", degenerate_message(
             first_out, result.input_sensitivity, perturbation, len(changes) + 1))
-
-
-def _equal(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
-    return all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b, strict=True))
-
-
-_CONSTANT_EXAMPLES = {
-    1.0: " (softmax then sum over the same axis is always 1)",
-    0.0: " (e.g. x - x, or the mean of a tensor just normalised to zero mean)",
-}
-
-
-def _degenerate_message(out: list[torch.Tensor], seeds_change: float, perturbation: float,
-                        seeds: int) -> str:
-    flat = torch.cat([t.double().flatten() for t in out]) if out else torch.zeros(0)
-    finite = flat[torch.isfinite(flat)]
-    constant = ""
-    if finite.numel() and float(finite.max() - finite.min()) <= 1e-5 * max(
-            1.0, float(finite.abs().max())):
-        value = float(finite.mean())
-        example = _CONSTANT_EXAMPLES.get(round(value, 4), "")
-        constant = f" Every output element is {value:.6g} whatever the input{example}."
-    return (f"the output barely depends on the inputs: relative change {seeds_change:.1e} "
-            f"across {seeds} seeds and {perturbation:.1e} under a small perturbation "
-            f"(threshold {DEGENERATE_REL:.0e}).{constant} A candidate returning a constant would "
-            "pass verification, so this problem rewards cheating: make the output depend on "
-            "the inputs.")
 
 
 def _finite_warning(out: list[torch.Tensor]) -> str:
@@ -338,7 +288,7 @@ def _device(name: str) -> torch.device:
     return device
 
 
-def _describe(device: torch.device) -> dict[str, Any]:
+def _describe(device: torch.device) -> DeviceInfo:
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         return {"type": "cuda", "index": device.index, "name": props.name,

@@ -32,8 +32,23 @@ from cudal1_evaluator.common.timing import burst
 from cudal1_evaluator.schema import Job
 from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.wire.report import WorkerReport
-from cudal1_evaluator.wire.talk import Peer, serve
-from cudal1_evaluator.wire.tensor_exchange import export, poisoned_like
+from cudal1_evaluator.wire.talk import Handler, Peer, serve
+from cudal1_evaluator.wire.talk_messages import (
+    Checked,
+    CheckResult,
+    Empty,
+    Matched,
+    Prepare,
+    Prepared,
+    RefereeInfo,
+    RefereeInit,
+    Reference,
+    Release,
+    SlotDesc,
+    SlotNames,
+    Times,
+)
+from cudal1_evaluator.wire.tensor_exchange import export, export_tensor, poisoned_like
 
 # the candidate's settings the reference adopts when timed "matched" (precision parity)
 PRECISION_KEYS = (
@@ -72,7 +87,7 @@ class Referee:
         self.autocast: torch.dtype | None = None
 
     # -- ops -----------------------------------------------------------------------------
-    def init(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def init(self, msg: RefereeInit) -> RefereeInfo:
         self.xdir = Path(str(msg["xdir"]))
         self.h = Harness(self.job, init_seed=int(msg["init_seed"]))
         self.model = self.h.reference_model()
@@ -84,30 +99,31 @@ class Referee:
             raise SetupError("the reference returns neither a tensor nor a tuple of tensors")
         self.single = isinstance(out, torch.Tensor)
         self.templates = [t.detach() for t in tensors]
+        tolerance = describe_tolerance(self.job.tolerance)
+        tolerance["baseline_settings"] = self.h.baseline_settings
         return {"device": envinfo.device_info(self.h.device), "versions": envinfo.versions(),
-                "tolerance": {**describe_tolerance(self.job.tolerance),
-                              "baseline_settings": self.h.baseline_settings},
+                "tolerance": tolerance,
                 "outputs": [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
                             for t in self.templates]}
 
-    def prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
-        slots: dict[str, Any] = {}
+    def prepare(self, msg: Prepare) -> Prepared:
+        slots: dict[str, SlotDesc] = {}
         dev = self.h.device
         for spec in msg["sets"]:
             sid = int(spec["id"])
             made = InputSet(original=self.h.make_inputs(int(spec["seed"])))
             for k in range(int(spec["copies"])):
                 pairs = [export(x, self.xdir, dev) for x in made.original]
-                outs = [export(poisoned_like(t), self.xdir, dev) for t in self.templates]
+                outs = [export_tensor(poisoned_like(t), self.xdir, dev) for t in self.templates]
                 made.slots[k] = Slot([p[0] for p in pairs], [o[0] for o in outs])
-                made.files += [d[1]["path"] for d in pairs + outs if "path" in d[1]]
+                made.files += [d[1]["path"] for d in pairs + outs if d[1]["kind"] == "file"]
                 slots[f"{sid}/{k}"] = {"inputs": [p[1] for p in pairs],
                                        "outputs": [o[1] for o in outs]}
             self.sets[sid] = made
         self.h.clock.sync()
         return {"slots": slots}
 
-    def reference(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def reference(self, msg: Reference) -> Times:
         ids = [int(i) for i in msg["sets"]]
         strict = msg.get("precision", "strict") == "strict"
         copies = [clone_inputs(self.sets[i].original) for i in ids]
@@ -124,7 +140,7 @@ class Referee:
             times = burst(self.h.clock, lambda a: self.model(*a), copies, deliver)
         return {"times_ms": times}
 
-    def seal(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def seal(self, msg: SlotNames) -> Empty:
         """Freeze what the worker left in shared memory, right after its burst."""
         for slot in self._slots(msg["slots"]):
             slot.sealed_inputs = clone_inputs(slot.inputs)
@@ -132,8 +148,8 @@ class Referee:
         self.h.clock.sync()
         return {}
 
-    def check(self, msg: dict[str, Any]) -> dict[str, Any]:
-        results = []
+    def check(self, msg: SlotNames) -> Checked:
+        results: list[CheckResult] = []
         for name in msg["slots"]:
             sid = int(str(name).split("/")[0])
             slot, made = self._slots([name])[0], self.sets[sid]
@@ -149,7 +165,7 @@ class Referee:
                             "mutated": mutated})
         return {"results": results}
 
-    def matched(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def matched(self, msg: Matched) -> Empty:
         values = dict(self.strict_settings.values)
         for key, change in (msg.get("settings") or {}).items():
             if key in PRECISION_KEYS and isinstance(change, dict) and key in values:
@@ -158,7 +174,7 @@ class Referee:
         self.autocast = AUTOCAST.get(str(msg.get("autocast")))
         return {}
 
-    def release(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def release(self, msg: Release) -> Empty:
         for sid in msg["sets"]:
             made = self.sets.pop(int(sid), None)
             for name in made.files if made is not None else []:
@@ -166,7 +182,7 @@ class Referee:
         return {}
 
     # -- helpers -------------------------------------------------------------------------
-    def _slots(self, names: list[Any]) -> list[Slot]:
+    def _slots(self, names: list[str]) -> list[Slot]:
         found = []
         for name in names:
             sid, k = (int(x) for x in str(name).split("/"))
@@ -199,9 +215,10 @@ def run(job: Job, peer: Peer) -> WorkerReport:
         report.fail("setup" if isinstance(exc, SetupError) else "runtime", text)
         return text
 
-    handlers = {"init": referee.init, "prepare": referee.prepare, "reference": referee.reference,
-                "seal": referee.seal, "check": referee.check, "matched": referee.matched,
-                "release": referee.release}
+    handlers: dict[str, Handler] = {
+        "init": referee.init, "prepare": referee.prepare, "reference": referee.reference,
+        "seal": referee.seal, "check": referee.check, "matched": referee.matched,
+        "release": referee.release}
     serve(peer, handlers, on_error)
     report.phase = "done" if not report.error_kind else report.phase
     report.busy_s = round(time.monotonic() - started, 3)

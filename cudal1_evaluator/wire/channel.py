@@ -17,6 +17,7 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Mapping
 from typing import Any
 
 KEY_BYTES = 32
@@ -39,7 +40,9 @@ def read_verdict(data: bytes, key: bytes) -> tuple[dict[str, Any] | None, str]:
             msg = json.loads(line)
             body = msg["body"]
             if isinstance(body, str) and hmac.compare_digest(_mac(key, body), str(msg["mac"])):
-                good.append(json.loads(body))
+                payload = json.loads(body)
+                if isinstance(payload, dict):  # a signed body that is not an object is no verdict
+                    good.append(payload)
         except (ValueError, KeyError, TypeError):
             continue
     if len(good) == 1 and len(lines) == 1:
@@ -100,7 +103,7 @@ class WorkerChannel:
             line = json.dumps([stage, done, total, detail]) + "\n"
             _write_all(self._progress_fd, line.encode("utf-8"))
 
-    def send(self, payload: dict[str, Any]) -> None:
+    def send(self, payload: Mapping[str, object]) -> None:
         """Send the one verdict and close both channels."""
         if self._result_fd is None:
             return

@@ -6,10 +6,17 @@ timing summaries, the speedup and the reward from these raw data itself.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from cudal1_evaluator.schema import Flag, TrialReport, _from_dict
+from cudal1_evaluator.schema import Flag, TrialReport, _from_dict, _object, _objects
+from cudal1_evaluator.verdict_details import (
+    DeviceInfo,
+    ProfileSummary,
+    SettingsChanged,
+    ToleranceInfo,
+)
 
 # "blocked": the runtime guard refused a call from candidate code (a verdict: rejected)
 ErrorKind = Literal["", "compile", "runtime", "setup", "blocked"]
@@ -40,13 +47,13 @@ class WorkerReport:
     compile_time_s: float = 0.0
     build_cached: bool = False
     trials: list[TrialReport] = field(default_factory=list)
-    tolerance: dict[str, Any] = field(default_factory=dict)
+    tolerance: ToleranceInfo = field(default_factory=ToleranceInfo)
     flags: list[Flag] = field(default_factory=list)
-    settings_changed: dict[str, Any] = field(default_factory=dict)
+    settings_changed: SettingsChanged = field(default_factory=dict)
     timing: dict[str, RawTiming] = field(default_factory=dict)
     recheck: Recheck = field(default_factory=Recheck)
-    profile: dict[str, Any] | None = None
-    device: dict[str, Any] = field(default_factory=dict)
+    profile: ProfileSummary | None = None
+    device: DeviceInfo = field(default_factory=DeviceInfo)
     versions: dict[str, str] = field(default_factory=dict)
     busy_s: float = 0.0  # the child's own wall time, to bound the sum of its samples
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (benchmarks)
@@ -62,16 +69,17 @@ class WorkerReport:
         if not self.error_kind:
             self.error_kind, self.error = kind, message
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> WorkerReport:
+    def from_dict(cls, data: Mapping[str, object]) -> WorkerReport:
         data = dict(data)
-        trials = [_from_dict(TrialReport, t) for t in data.pop("trials", []) or []]
-        flags = [_from_dict(Flag, f) for f in data.pop("flags", []) or []]
-        timing = {k: _from_dict(RawTiming, v) for k, v in (data.pop("timing", {}) or {}).items()}
-        recheck = _from_dict(Recheck, data.pop("recheck", {}) or {})
+        trials = [_from_dict(TrialReport, t) for t in _objects(data.pop("trials", None))]
+        flags = [_from_dict(Flag, f) for f in _objects(data.pop("flags", None))]
+        timing = {k: _from_dict(RawTiming, v)
+                  for k, v in _object(data.pop("timing", None)).items() if isinstance(v, dict)}
+        recheck = _from_dict(Recheck, _object(data.pop("recheck", None)))
         report = _from_dict(cls, data)
         report.trials, report.flags, report.timing, report.recheck = trials, flags, timing, recheck
         return report

@@ -28,9 +28,14 @@ import math
 import select
 import socket
 import time
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+from cudal1_evaluator.wire.talk_messages import OutputMeta
 
 MAX_LINE = 32 * 2**20
+Alive = Callable[[], bool]
+Reply = dict[str, Any]  # a JSON object as received: its fields are read and checked one by one
 
 
 class PeerGone(Exception):
@@ -48,7 +53,7 @@ class Peer:
     def from_fd(cls, fd: int) -> Peer:
         return cls(socket.socket(fileno=fd))
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: Mapping[str, object]) -> None:
         data = (json.dumps(message, allow_nan=True) + "\n").encode("utf-8")
         try:
             self.sock.sendall(data)
@@ -56,7 +61,7 @@ class Peer:
             raise PeerGone(f"the other process is gone ({exc.strerror or exc})") from None
 
     def receive(self, timeout_s: float | None = None,
-                alive: Any = None) -> dict[str, Any]:
+                alive: Alive | None = None) -> dict[str, Any]:  # JSON: read field by field
         """The next message; ``alive()`` (optional) is polled so a dead child ends the wait."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while b"\n" not in self._buf:
@@ -87,8 +92,8 @@ class Peer:
             raise PeerGone("a reply that is not a JSON object")
         return message
 
-    def request(self, message: dict[str, Any], timeout_s: float | None = None,
-                alive: Any = None) -> dict[str, Any]:
+    def request(self, message: Mapping[str, object], timeout_s: float | None = None,
+                alive: Alive | None = None) -> Reply:
         self.send(message)
         reply = self.receive(timeout_s, alive)
         if reply.get("error"):
@@ -111,21 +116,24 @@ def read_times(value: Any, count: int) -> list[float]:
     return out
 
 
-def read_metas(value: Any, count: int) -> list[dict[str, Any]]:
-    """Output descriptions as the worker claims them (used for messages, never for a pass)."""
+def read_metas(value: Any, count: int) -> list[OutputMeta]:
+    """Output descriptions as the worker claims them (used for messages, never for a pass):
+    objects, each read with ``.get``; anything else counts as an empty description."""
     if not isinstance(value, list) or len(value) != count:
         raise PeerGone(f"expected {count} output descriptions")
-    return [item if isinstance(item, dict) else {} for item in value]
+    return [cast(OutputMeta, item) if isinstance(item, dict) else OutputMeta() for item in value]
 
 
 def read_int(value: Any, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-Handler = Any  # Callable[[dict[str, Any]], dict[str, Any]]
+# A handler takes its op's request (a TypedDict of wire.talk_messages; JSON from the trusted parent)
+Handler = Callable[[Any], Mapping[str, object]]
 
 
-def serve(peer: Peer, handlers: dict[str, Handler], on_error: Any) -> None:
+def serve(peer: Peer, handlers: Mapping[str, Handler],
+          on_error: Callable[[BaseException], str | None]) -> None:
     """A child's loop: one reply per request until ``finish`` (or the parent goes away).
     ``on_error(exc)`` turns an exception into the error reply (and may record it)."""
     while True:
@@ -137,6 +145,7 @@ def serve(peer: Peer, handlers: dict[str, Handler], on_error: Any) -> None:
         if op == "finish":
             return
         handler = handlers.get(str(op))
+        reply: Mapping[str, object]
         try:
             reply = handler(message) if handler is not None else {"error": f"unknown op {op!r}"}
         except BaseException as exc:  # the reply says what went wrong; the loop goes on

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from cudal1_evaluator.wire.talk_messages import SharedCuda, SharedDesc, SharedFile, SharedValue
+
 _serial = itertools.count()
 
 
@@ -31,24 +33,30 @@ def dtype_of(name: Any) -> torch.dtype:
     return found
 
 
-def _b64(data: Any) -> str | None:
+def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(bytes(data)).decode("ascii")
 
 
-def _unb64(text: Any) -> bytes | None:
+def _unb64(text: str | None) -> bytes | None:
     return None if text is None else base64.b64decode(str(text))
 
 
-def export(value: Any, directory: Path, device: torch.device) -> tuple[Any, dict[str, Any]]:
+def export(value: object, directory: Path, device: torch.device
+           ) -> tuple[object, SharedDesc]:
     """(the referee's own view, the description the worker opens) of a fresh shared copy."""
     if not isinstance(value, torch.Tensor):
-        return value, {"kind": "value", "value": value}
+        return value, SharedValue(kind="value", value=value)
+    return export_tensor(value, directory, device)
+
+
+def export_tensor(value: torch.Tensor, directory: Path, device: torch.device
+                  ) -> tuple[torch.Tensor, SharedFile | SharedCuda]:
     if device.type == "cuda":
         return _export_cuda(value)
     return _export_file(value, directory)
 
 
-def _export_file(value: torch.Tensor, directory: Path) -> tuple[torch.Tensor, dict[str, Any]]:
+def _export_file(value: torch.Tensor, directory: Path) -> tuple[torch.Tensor, SharedFile]:
     path = directory / f"t{next(_serial)}.bin"
     numel = value.numel()
     flat = torch.from_file(str(path), shared=True, size=max(numel, 1), dtype=value.dtype)
@@ -58,7 +66,7 @@ def _export_file(value: torch.Tensor, directory: Path) -> tuple[torch.Tensor, di
                     "shape": list(value.shape), "numel": numel}
 
 
-def _export_cuda(value: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+def _export_cuda(value: torch.Tensor) -> tuple[torch.Tensor, SharedCuda]:
     shared = value.detach().clone(memory_format=torch.contiguous_format)
     (device, handle, size_bytes, offset_bytes, ref_handle, ref_offset, event,
      event_sync) = shared.untyped_storage()._share_cuda_()  # type: ignore[no-untyped-call]
@@ -72,25 +80,24 @@ def _export_cuda(value: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
     }
 
 
-def open_shared(desc: dict[str, Any], device: torch.device) -> Any:
+def open_shared(desc: SharedDesc, device: torch.device) -> object:
     """The worker's view of one described value (a tensor sharing the referee's memory)."""
-    kind = desc.get("kind")
-    if kind == "value":
+    if desc["kind"] == "value":
         return desc.get("value")
     dtype = dtype_of(desc["dtype"])
     shape = [int(n) for n in desc["shape"]]
-    if kind == "file":
+    if desc["kind"] == "file":
         numel = int(desc["numel"])
         if numel != math.prod(shape):
             raise ValueError("a shared tensor whose size does not match its shape")
         flat = torch.from_file(str(desc["path"]), shared=True, size=max(numel, 1), dtype=dtype)
         return flat[:numel].view(shape).to(device)
-    if kind == "cuda":
+    if desc["kind"] == "cuda":
         return _open_cuda(desc, dtype, shape, device)
-    raise ValueError(f"unknown shared tensor kind {kind!r}")
+    raise ValueError(f"unknown shared tensor kind {desc.get('kind')!r}")
 
 
-def _open_cuda(desc: dict[str, Any], dtype: torch.dtype, shape: list[int],
+def _open_cuda(desc: SharedCuda, dtype: torch.dtype, shape: list[int],
                device: torch.device) -> torch.Tensor:
     # opening an IPC handle in a process without a CUDA context segfaults
     torch.cuda.init()  # type: ignore[no-untyped-call]

@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 
 from cudal1_evaluator.common.compare import compare_outputs, same_inputs
-from cudal1_evaluator.isolation.sandbox import scrub_env, signal_name
+from cudal1_evaluator.isolation.child_env import scrub_env
+from cudal1_evaluator.isolation.sandbox import signal_name
 from cudal1_evaluator.parent.build_cache import build_key, headline, trim_compile_log
 from cudal1_evaluator.parent.verdict import reference_slowed
 from cudal1_evaluator.schema import Flag, Job, Result, RewardSpec, TimingSummary, TrialReport

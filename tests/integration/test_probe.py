@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from cudal1_evaluator.schema import ProbeJob, ProbeResult
-from cudal1_evaluator.trusted.problem_probe import DEGENERATE_REL, run_probe
+from cudal1_evaluator.trusted.output_sensitivity import DEGENERATE_REL
+from cudal1_evaluator.trusted.problem_probe import run_probe
 from cudal1_tui.problem.probing import probe_problem
 
 PROBE_MODULE = "cudal1_evaluator.trusted.problem_probe"

@@ -93,7 +93,7 @@ def watched_extra() -> Iterator[None]:
 def test_ops_named_by_the_problem_are_watched(watched_extra: None) -> None:
     native_state.watch_ops_in_source("def forward(self, x):\n    return torch.cumsum(x, 0)\n")
     assert "cumsum" in native_state.WATCHED_OPS
-    assert any(op.startswith("aten::cumsum") for op in native_state.snapshot()["dispatcher"])
+    assert any(op.startswith("aten::cumsum") for op in native_state.snapshot().dispatcher)
 
 
 def test_reached_through_the_globals_snapshot_api() -> None:
