@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -21,6 +22,7 @@ from cudal1_tui.problem.inspect import inspect_source
 from cudal1_tui.problem.problem_file import read_source
 from cudal1_tui.problem.signature import class_signature_of
 from cudal1_tui.problem.sizing import shrink_for_cpu
+from cudal1_tui.records import JsonObject
 from cudal1_tui.store.meta import SessionMeta
 from cudal1_tui.store.session import Session
 
@@ -70,6 +72,11 @@ def _at_cpu_sizes(problem: Problem) -> bool:
     return problem.eval_source != problem.source
 
 
+def _json_fields(info: Mapping[str, object]) -> JsonObject:
+    """The scalar fields of a typed record, as the session's JSON stores them."""
+    return {k: v for k, v in info.items() if v is None or isinstance(v, str | int | float)}
+
+
 def sweep_leftovers(settings: Settings) -> None:
     """What a killed run left (its evaluator temp dirs, build locks), removed before ours run."""
     swept = lifetime.sweep_stale([build_dir(settings), default_build_dir()])
@@ -101,8 +108,8 @@ def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | 
                                f"({result.error_kind or 'error'}): {result.message}",
                                fix=_PROBE_FIX.get(result.error_kind, "fix the problem file"))
         if session is None:
-            meta = SessionMeta(device={**result.device, "requested": settings.device,
-                                       "used": device},
+            meta = SessionMeta(device={**_json_fields(result.device),
+                                       "requested": settings.device, "used": device},
                                versions=result.versions,
                                extra={"sizes": sizes, "cpu_sizes": _at_cpu_sizes(problem)})
             session = Session.create(problem.path, problem.source, settings, meta)

@@ -20,7 +20,7 @@ from textual.widgets import Footer, RichLog
 from cudal1_tui.config import Settings
 from cudal1_tui.engine import events as ev
 from cudal1_tui.errors import Cudal1Error
-from cudal1_tui.present.verdict import LOG_COMPILE_TAIL_LINES, record_details
+from cudal1_tui.present.verdict_text import LOG_COMPILE_TAIL_LINES, record_details
 from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.baseline import latest_times
 from cudal1_tui.ui.diffing import Layout

@@ -8,7 +8,7 @@ import io
 from rich.console import Console
 
 from cudal1_evaluator.schema import Flag, Result
-from cudal1_tui.present.verdict import record_details, verdict_details
+from cudal1_tui.present.verdict_text import record_details, verdict_details
 from cudal1_tui.records import CandidateRecord
 
 LOG = "\n".join(f"line {i}" for i in range(50))

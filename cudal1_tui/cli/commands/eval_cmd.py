@@ -18,7 +18,7 @@ from cudal1_tui.config.validate import tolerance_presets
 from cudal1_tui.engine.device import resolve_device
 from cudal1_tui.errors import ConfigError
 from cudal1_tui.judging import JUDGE
-from cudal1_tui.present.verdict import verdict_details
+from cudal1_tui.present.verdict_text import verdict_details
 from cudal1_tui.uncertainty import interval_text, machine_busy, noise_warning, precision_text
 
 NAME = "eval"

@@ -15,7 +15,7 @@ from textual.widgets import (
     TextArea,
 )
 
-from cudal1_tui.present.verdict import record_details
+from cudal1_tui.present.verdict_text import record_details
 from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.diffing import Layout, render_diff, stats
 from cudal1_tui.ui.format import STATUS_STYLE
