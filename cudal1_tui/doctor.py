@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cudal1_tui.config import EffectiveSettings, sessions_dir
-from cudal1_tui.config.loader import read_config_file
+from cudal1_tui.config.load_config import read_config_file
 from cudal1_tui.errors import ConfigError
 from cudal1_tui.llm.probe import probe_server
 

@@ -1,6 +1,6 @@
 """Configuration: defaults < config file < environment < flags."""
 
-from cudal1_tui.config.loader import (
+from cudal1_tui.config.load_config import (
     build_dir,
     default_config_path,
     load_settings,

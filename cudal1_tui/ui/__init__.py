@@ -9,7 +9,7 @@ Layout of this package (after harlequin's app / components / messages split):
 - ``widgets/``: header, error banner, progress strip, variants table, chart, detail tabs.
 - ``screens/``: modal screens (help, confirm, rounds, settings, export, open session).
 - ``styles/``: one ``.tcss`` per screen.
-- ``diffing.py``, ``syntax.py``, ``format.py``: diffs, tree-sitter highlighting, cell texts.
+- ``diffing.py``, ``code_highlight.py``, ``format.py``: diffs, tree-sitter highlighting, cell texts.
 
 Nothing here imports torch; the engine runs candidates in evaluator subprocesses.
 """

@@ -17,10 +17,10 @@ from textual.command import Provider
 
 from cudal1_tui.ui.actions import ACTIONS, key_label
 from cudal1_tui.ui.palette import ActionsProvider
-from cudal1_tui.ui.screens.confirm import ConfirmScreen
-from cudal1_tui.ui.screens.help import HelpScreen
-from cudal1_tui.ui.screens.rounds import RoundsScreen
-from cudal1_tui.ui.screens.settings import FIELDS, SettingsScreen
+from cudal1_tui.ui.screens.confirm_screen import ConfirmScreen
+from cudal1_tui.ui.screens.help_screen import HelpScreen
+from cudal1_tui.ui.screens.rounds_screen import RoundsScreen
+from cudal1_tui.ui.screens.settings_screen import FIELDS, SettingsScreen
 from cudal1_tui.ui.view import DIFF_BASES, SessionView
 from cudal1_tui.ui.widgets.detail import DetailPane
 from cudal1_tui.ui.widgets.output import ModelOutput
@@ -28,7 +28,7 @@ from cudal1_tui.ui.widgets.variants import VariantTable, accept_doubts
 
 if TYPE_CHECKING:  # the store's listing and export load gitpython: only when first used
     from cudal1_tui.store.listing import SessionSummary
-    from cudal1_tui.ui.screens.export import ExportRequest
+    from cudal1_tui.ui.screens.export_screen import ExportRequest
 
 class CudaL1App(SessionView):
     CSS_PATH = "styles/app.tcss"
@@ -195,7 +195,7 @@ class CudaL1App(SessionView):
             self.notify("no session to export yet", severity="warning")
             return
 
-        from cudal1_tui.ui.screens.export import ExportScreen
+        from cudal1_tui.ui.screens.export_screen import ExportScreen
 
         def chosen(request: ExportRequest | None) -> None:
             if request is not None:
@@ -238,7 +238,7 @@ class CudaL1App(SessionView):
         if self.round_running:
             self.notify("cancel the running round first (escape)", severity="warning")
             return
-        from cudal1_tui.ui.screens.sessions import SessionsScreen
+        from cudal1_tui.ui.screens.sessions_screen import SessionsScreen
 
         current = self.runner.engine.session_id if self.runner.engine else ""
 

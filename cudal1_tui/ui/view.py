@@ -33,7 +33,7 @@ from cudal1_tui.ui.widgets.chart import SpeedupChart
 from cudal1_tui.ui.widgets.detail import DetailPane
 from cudal1_tui.ui.widgets.header import HeaderBar, HeaderInfo
 from cudal1_tui.ui.widgets.output import ModelOutput
-from cudal1_tui.ui.widgets.progress import ProgressStrip
+from cudal1_tui.ui.widgets.stage_progress import ProgressStrip
 from cudal1_tui.ui.widgets.variants import VariantTable
 from cudal1_tui.uncertainty import machine_busy
 

@@ -15,11 +15,11 @@ from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.store.session import Session
 from cudal1_tui.ui.app import CudaL1App
-from cudal1_tui.ui.screens.confirm import ConfirmScreen
-from cudal1_tui.ui.screens.export import ExportScreen
-from cudal1_tui.ui.screens.rounds import RoundsScreen
-from cudal1_tui.ui.screens.sessions import SessionsScreen
-from cudal1_tui.ui.screens.settings import SettingsScreen
+from cudal1_tui.ui.screens.confirm_screen import ConfirmScreen
+from cudal1_tui.ui.screens.export_screen import ExportScreen
+from cudal1_tui.ui.screens.rounds_screen import RoundsScreen
+from cudal1_tui.ui.screens.sessions_screen import SessionsScreen
+from cudal1_tui.ui.screens.settings_screen import SettingsScreen
 from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.detail import DetailPane
 from cudal1_tui.ui.widgets.output import ModelOutput

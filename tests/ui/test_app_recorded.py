@@ -13,9 +13,9 @@ from cudal1_tui.config import DEFAULT_KEYS, Settings
 from cudal1_tui.engine import events as ev
 from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.messages import EngineEventPosted, RecordsLoaded
-from cudal1_tui.ui.screens.confirm import ConfirmScreen
-from cudal1_tui.ui.screens.help import HelpScreen
-from cudal1_tui.ui.screens.rounds import RoundsScreen
+from cudal1_tui.ui.screens.confirm_screen import ConfirmScreen
+from cudal1_tui.ui.screens.help_screen import HelpScreen
+from cudal1_tui.ui.screens.rounds_screen import RoundsScreen
 from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.variants import VariantTable
 

@@ -22,7 +22,7 @@ from cudal1_tui.engine import events as ev
 from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.messages import EngineEventPosted, RecordsLoaded
-from cudal1_tui.ui.screens.confirm import ConfirmScreen
+from cudal1_tui.ui.screens.confirm_screen import ConfirmScreen
 from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.header import HeaderBar
 from cudal1_tui.ui.widgets.variants import VariantTable

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 import cudal1_tui.cli.commands.open_cmd
 import cudal1_tui.ui.app
-import cudal1_tui.ui.screens.export, cudal1_tui.ui.screens.sessions
+import cudal1_tui.ui.screens.export_screen, cudal1_tui.ui.screens.sessions_screen
 from cudal1_tui.ui.exporting import export_session
 from cudal1_tui.ui.engine_port import real_engine_factory
 import cudal1_tui.engine.engine

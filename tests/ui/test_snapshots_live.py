@@ -24,8 +24,8 @@ from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 from cudal1_tui.replay.protocol import plan_choice, stream_pieces
 from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.display import DisplayOptions
-from cudal1_tui.ui.screens.export import ExportScreen
-from cudal1_tui.ui.screens.help import HelpScreen
+from cudal1_tui.ui.screens.export_screen import ExportScreen
+from cudal1_tui.ui.screens.help_screen import HelpScreen
 from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.detail import DetailPane
 from cudal1_tui.ui.widgets.output import ModelOutput
