@@ -24,6 +24,8 @@ STATUSES: tuple[Status, ...] = (
     "rejected",
 )
 Severity = Literal["reject", "warn", "info"]
+TOLERANCES: tuple[str, ...] = ("strict", "relaxed")  # a Job's correctness presets
+DEVICES: tuple[str, ...] = ("cpu", "cuda")  # a Job's device: one of these or cuda:N
 
 T = TypeVar("T")
 

@@ -1,5 +1,6 @@
 """Configuration: defaults < config file < environment < flags."""
 
+from cudal1_tui.config.keymap import DEFAULT_KEYS
 from cudal1_tui.config.load_config import (
     build_dir,
     default_config_path,
@@ -7,7 +8,7 @@ from cudal1_tui.config.load_config import (
     prompts_override_dir,
     sessions_dir,
 )
-from cudal1_tui.config.settings import DEFAULT_KEYS, EffectiveSettings, Origin, Settings
+from cudal1_tui.config.settings import EffectiveSettings, Origin, Settings
 
 __all__ = [
     "DEFAULT_KEYS",

@@ -46,7 +46,9 @@ def env_names(name: str) -> tuple[str, ...]:
 
 
 def _line_of(text: str, key: str) -> int:
-    pattern = re.compile(rf"^[ \t]*{re.escape(key)}[ \t]*=", re.MULTILINE)
+    """The line that sets ``key`` (``key = …``) or opens the table ``[key]``; 0 if none."""
+    name = re.escape(key)
+    pattern = re.compile(rf"^[ \t]*({name}[ \t]*=|\[[ \t]*{name}[ \t]*\])", re.MULTILINE)
     match = pattern.search(text)
     return text.count("\n", 0, match.start()) + 1 if match else 0
 

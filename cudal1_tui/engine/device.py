@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from cudal1_tui.config.validate import DEVICE_CHOICES, is_device
 from cudal1_tui.errors import ConfigError
 
 # PR_SET_PDEATHSIG first: a killed app does not leave this child importing torch
@@ -33,6 +34,6 @@ def resolve_device(requested: str) -> str:
     value = requested.strip().lower()
     if value == "auto":
         return detect_device()
-    if value in ("cpu", "cuda") or (value.startswith("cuda:") and value[5:].isdigit()):
+    if is_device(value):
         return value
-    raise ConfigError(f"device {requested!r} is not one of auto, cpu, cuda, cuda:N")
+    raise ConfigError(f"device {requested!r} is not one of {DEVICE_CHOICES}")

@@ -76,3 +76,19 @@ def device_text(device: str, details: dict[str, Any]) -> str:
 
 def tokens_rate_text(tokens: int, per_s: float) -> str:
     return f"{tokens} tokens · {per_s:.0f} tok/s" if per_s else f"{tokens} tokens"
+
+
+def failure_lines(record: CandidateRecord) -> list[str]:
+    """What the Logs tab says about a failed or flagged record; [] for a clean verified one."""
+    if record.status == "ok" and not record_flags(record):
+        return []
+    result = record.result
+    lines = [f"── {record.round}.{record.slot} {record.source}: {record.status}"]
+    lines += [line for line in (record.parse_error, str(result.get("message", ""))) if line]
+    lines += [f"integrity {flag.get('code')}: {flag.get('reason')}"
+              for flag in result.get("flags", []) or []]
+    lines += [f"static gate: {finding}" for finding in record.gate_findings]
+    compile_log = str(result.get("compile_log", "")).strip()
+    if compile_log and record.status == "compile_error":
+        lines.append(compile_log[-4000:])
+    return lines

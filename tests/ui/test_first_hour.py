@@ -30,7 +30,7 @@ from cudal1_tui.ui.widgets.variants import VariantTable
 
 def _app(**settings: object) -> CudaL1App:
     app = CudaL1App(Path("relu2.py"), Settings(**settings), autostart=False)  # type: ignore[arg-type]
-    app.reference_source = recorded.REFERENCE
+    app.session.reference_source = recorded.REFERENCE
     return app
 
 

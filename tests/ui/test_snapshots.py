@@ -27,7 +27,7 @@ SnapCompare = Callable[..., bool]
 
 def _app() -> CudaL1App:
     app = CudaL1App(Path("relu2.py"), Settings(), autostart=False)
-    app.reference_source = recorded.REFERENCE
+    app.session.reference_source = recorded.REFERENCE
     app.animation_level = "none"  # the indeterminate progress bar would move with the clock
     return app
 

@@ -7,7 +7,6 @@ runtime error, incorrect, timeout, rejected), 2 bad usage (a missing file, a bad
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -15,13 +14,13 @@ from rich.console import Console
 from rich.table import Table
 
 from cudal1_evaluator.launch import evaluate
-from cudal1_evaluator.schema import Flag, Job, Result
+from cudal1_evaluator.schema import TOLERANCES, Flag, Job, Result
+from cudal1_tui.config.validate import is_device
 from cudal1_tui.uncertainty import interval_text, machine_busy, noise_warning, precision_text
 
 NAME = "eval"
 NOT_OK = 1
 USAGE_ERROR = 2
-_DEVICE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         help="problem sizes: the file's (full), its `# cpu-sizes:` (cpu), or "
                         "cpu sizes on a CPU device and full ones on a GPU (auto, the default)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--tolerance", default="strict", choices=["strict", "relaxed"])
+    parser.add_argument("--tolerance", default="strict", choices=TOLERANCES)
     parser.add_argument("--trials", type=int, default=5, help="correctness trials")
     parser.add_argument("--budget", type=float, default=10.0, help="timing budget, seconds")
     parser.add_argument("--timeout", type=float, default=300.0, help="wall-clock limit, seconds")
@@ -82,7 +81,7 @@ def _build_dir(args: argparse.Namespace) -> str:
 
 
 def _job(args: argparse.Namespace) -> Job:
-    if not _DEVICE.match(args.device):
+    if not is_device(args.device, allow_auto=False):
         raise _Usage(f"bad device {args.device!r}: use cpu, cuda or cuda:N")
     if args.trials < 1 or args.budget <= 0 or args.timeout <= 0:
         raise _Usage("--trials must be >= 1, --budget and --timeout > 0")
