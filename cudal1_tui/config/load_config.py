@@ -13,7 +13,7 @@ from typing import Any
 import platformdirs
 
 from cudal1_tui.config.settings import EffectiveSettings, Origin, Settings, setting_names
-from cudal1_tui.config.validate import validate
+from cudal1_tui.config.validate import problem_with, validate
 from cudal1_tui.errors import ConfigError
 
 APP_NAME = "cudal1-tui"
@@ -85,6 +85,18 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
         return merged
     if not isinstance(value, str):
         raise ValueError(f"{name} must be a string, got {value!r}")
+    return value
+
+
+def parse_setting(name: str, raw: object) -> Any:
+    """One value typed in (the settings form): the loader's parser, then its validator.
+
+    Raises ValueError with a reason when the text is not a value of the setting's type or
+    the value is refused."""
+    value = _coerce(name, raw, getattr(Settings(), name))
+    problem = problem_with(name, value)
+    if problem:
+        raise ValueError(problem)
     return value
 
 

@@ -63,6 +63,12 @@ def checks() -> dict[str, Callable[[object], str]]:
     }
 
 
+def problem_with(name: str, value: object) -> str:
+    """What is wrong with ``value`` for setting ``name``; "" when it is fine."""
+    check = checks().get(name)
+    return check(value) if check is not None else ""
+
+
 def _where(origin: Origin, line: int) -> str:
     if origin.source == "file":
         return f"{origin.where}:{line}" if line else origin.where

@@ -19,6 +19,7 @@ from textual.command import Provider
 from textual.screen import Screen
 
 from cudal1_tui.config import DEFAULT_KEYS, Settings
+from cudal1_tui.config.saving import Scalar
 from cudal1_tui.engine.events import EngineEvent
 from cudal1_tui.ui.actions import ACTIONS, key_label
 from cudal1_tui.ui.display import DisplayOptions
@@ -29,7 +30,7 @@ from cudal1_tui.ui.runner import EngineRunner
 from cudal1_tui.ui.screens.confirm_screen import ConfirmScreen
 from cudal1_tui.ui.screens.help_screen import HelpScreen
 from cudal1_tui.ui.screens.session_screen import SessionScreen
-from cudal1_tui.ui.screens.settings_screen import FIELDS, SettingsScreen
+from cudal1_tui.ui.screens.settings_screen import SettingsScreen
 
 if TYPE_CHECKING:  # the store's listing and export load gitpython: only when first used
     from cudal1_tui.store.listing import SessionSummary
@@ -80,6 +81,9 @@ class CudaL1App(App[int]):
         self.set_keymap(dict(settings.keys))  # checked at load: known ids, no clashes
 
     def get_default_screen(self) -> Screen[Any]:
+        # Textual loads a screen's own CSS_PATH when it is pushed or built from MODES, not for
+        # the default screen: load it here, as push_screen would
+        self._load_screen_css(self.session)
         return self.session
 
     def on_mount(self) -> None:
@@ -95,16 +99,18 @@ class CudaL1App(App[int]):
 
     # ── the engine ──────────────────────────────────────────────────────────
     def _emit(self, event: EngineEvent) -> None:
-        """Called by the engine on its worker thread: hand over to the UI thread."""
-        self.post_message(EngineEventPosted(event))
+        """Called by the engine on its worker thread: hand over to the screen's queue."""
+        self.session.post_message(EngineEventPosted(event))
 
+    # Messages posted to the app go on to the session screen's own queue, which handles them
+    # only once the screen is composed (the app may run its handlers before that).
     @on(EngineEventPosted)
     def _on_engine_event(self, message: EngineEventPosted) -> None:
-        self.session.show_event(message.event)
+        self.session.post_message(EngineEventPosted(message.event))
 
     @on(RecordsLoaded)
     def _on_records(self, message: RecordsLoaded) -> None:
-        self.session.show_records(message)
+        self.session.post_message(RecordsLoaded(message.records))
 
     def reopen_session(self) -> None:
         self.open_session(self.problem_path, self._resume)
@@ -132,16 +138,14 @@ class CudaL1App(App[int]):
         return self.settings.keys.get(binding_id, DEFAULT_KEYS[binding_id])
 
     def action_settings(self) -> None:
-        current: dict[str, Any] = {f.name: getattr(self.settings, f.name) for f in FIELDS}
-
-        def saved(changes: dict[str, Any] | None) -> None:
+        def saved(changes: dict[str, Scalar] | None) -> None:
             if changes:
                 self.apply_settings(changes)
 
-        self.push_screen(SettingsScreen(current, self.config_path), saved)
+        self.push_screen(SettingsScreen(self.settings, self.config_path), saved)
 
     @work(thread=True, group="engine", exit_on_error=False)
-    def apply_settings(self, changes: dict[str, Any]) -> None:
+    def apply_settings(self, changes: dict[str, Scalar]) -> None:
         try:
             self.runner.call(lambda e: e.update_settings(**changes))
         except Exception as exc:

@@ -19,7 +19,6 @@ from textual.screen import Screen
 from textual.widgets import Footer, RichLog
 
 from cudal1_tui.config import Settings
-from cudal1_tui.engine.events import EngineEvent
 from cudal1_tui.errors import Cudal1Error
 from cudal1_tui.store.records import CandidateRecord
 from cudal1_tui.ui.actions import ACTIONS
@@ -28,7 +27,7 @@ from cudal1_tui.ui.diffing import Layout
 from cudal1_tui.ui.display import DisplayOptions
 from cudal1_tui.ui.event_rendering import render_event
 from cudal1_tui.ui.format import failure_lines
-from cudal1_tui.ui.messages import RecordsLoaded, RetryRequested, VariantChosen
+from cudal1_tui.ui.messages import EngineEventPosted, RecordsLoaded, RetryRequested, VariantChosen
 from cudal1_tui.ui.runner import EngineRunner
 from cudal1_tui.ui.screens.confirm_screen import ConfirmScreen
 from cudal1_tui.ui.screens.rounds_screen import RoundsScreen
@@ -136,9 +135,11 @@ class SessionScreen(Screen[None]):
         if retry is not None:
             retry()
 
+    @on(EngineEventPosted)
     @guarded
-    def show_event(self, event: EngineEvent) -> None:
-        render_event(self, event)
+    def show_event(self, message: EngineEventPosted) -> None:
+        message.stop()  # handled here: it must not bubble back to the app, which forwards it
+        render_event(self, message.event)
 
     def session_opened(self, problem_source: str, session_id: str) -> None:
         self.reference_source = problem_source
@@ -276,7 +277,7 @@ class SessionScreen(Screen[None]):
     @on(RecordsLoaded)
     @guarded
     def show_records(self, message: RecordsLoaded) -> None:
-        message.stop()  # handled here: the app hands records posted to it to this method
+        message.stop()  # handled here: it must not bubble back to the app, which forwards it
         table = self.query_one(VariantTable)
         newest = max(message.records, key=lambda r: (r.round, r.slot), default=None)
         fresh = newest is not None and newest.record_id not in table.records
