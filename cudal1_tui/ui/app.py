@@ -99,18 +99,24 @@ class CudaL1App(App[int]):
 
     # ── the engine ──────────────────────────────────────────────────────────
     def _emit(self, event: EngineEvent) -> None:
-        """Called by the engine on its worker thread: hand over to the screen's queue."""
-        self.session.post_message(EngineEventPosted(event))
+        """Called by the engine on its worker thread: hand over to the UI thread."""
+        self.post_message(EngineEventPosted(event))
 
-    # Messages posted to the app go on to the session screen's own queue, which handles them
-    # only once the screen is composed (the app may run its handlers before that).
+    # The app may handle a message before its default screen is composed: until then the
+    # session screen gets it on its own queue, which it works through once composed.
     @on(EngineEventPosted)
     def _on_engine_event(self, message: EngineEventPosted) -> None:
-        self.session.post_message(EngineEventPosted(message.event))
+        if self.session.is_mounted:
+            self.session.show_event(message)
+        else:
+            self.session.post_message(EngineEventPosted(message.event))
 
     @on(RecordsLoaded)
     def _on_records(self, message: RecordsLoaded) -> None:
-        self.session.post_message(RecordsLoaded(message.records))
+        if self.session.is_mounted:
+            self.session.show_records(message)
+        else:
+            self.session.post_message(RecordsLoaded(message.records))
 
     def reopen_session(self) -> None:
         self.open_session(self.problem_path, self._resume)

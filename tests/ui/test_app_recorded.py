@@ -55,6 +55,12 @@ async def test_the_session_is_a_screen_under_a_thin_app() -> None:
         await pilot.press("escape")
         await pilot.press("x")  # the session's key, rebound through the one keymap
         assert "the session is still opening" in _notes(app)
+        await pilot.press("ctrl+p")  # the palette runs a session action on the session screen
+        await pilot.press(*"diff layout")
+        await wait_until(pilot, lambda: "diff layout" in str(
+            app.screen.query("CommandList").first().get_option_at_index(0).prompt), "a hit")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.session.diff_layout == "split", "the split diff")
 
 
 async def test_help_lists_the_keys_and_closes() -> None:
