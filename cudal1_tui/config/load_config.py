@@ -100,7 +100,7 @@ def parse_setting(name: str, raw: object) -> Any:
     return value
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
+def read_config_file(path: Path) -> dict[str, object]:
     """Parse the TOML file; errors name the file, the line and the problem."""
     text = path.read_text(encoding="utf-8")
     try:
@@ -113,7 +113,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: line {line}{column}: {problem}", path=path, line=line) from None
     known = set(setting_names())
     defaults = Settings()
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for key, value in raw.items():
         if key not in known:
             line = _line_of(text, key)
