@@ -9,10 +9,10 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, NotRequired, TypedDict
 
 from cudal1_tui.config import EffectiveSettings, sessions_dir
-from cudal1_tui.config.loader import read_config_file
+from cudal1_tui.config.load_config import read_config_file
 from cudal1_tui.errors import ConfigError
 from cudal1_tui.llm.server_probe import probe_server
 
@@ -50,11 +50,21 @@ def _version_of(command: list[str]) -> str | None:
     return (versioned or lines)[0] if lines else None
 
 
+class TorchInfo(TypedDict):
+    """What TORCH_QUERY prints, as JSON."""
+
+    torch: str
+    cuda: str | None
+    available: bool
+    gpus: list[str]
+    error: NotRequired[str]
+
+
 def check_torch() -> list[Check]:
     try:
         out = subprocess.run([sys.executable, "-c", TORCH_QUERY], capture_output=True,
                              text=True, timeout=120, check=False)
-        info: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        info: TorchInfo = json.loads(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
         return [Check("torch", "missing", "torch does not import",
                       "pip install torch (a CUDA build for GPU work)")]

@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cudal1_evaluator.schema import TOLERANCES
 from cudal1_tui.config import EffectiveSettings, load_settings
+from cudal1_tui.config.validate import DEVICE_CHOICES
 
 # flag -> setting name; the flag's value overrides env, file and default.
 SETTING_FLAGS: dict[str, tuple[str, type, str]] = {
     "--base-url": ("base_url", str, "model server URL (OpenAI-compatible, ends in /v1)"),
     "--model": ("model", str, "model name (default: the first the server lists)"),
-    "--device": ("device", str, "where candidates run: auto, cpu, cuda, cuda:N"),
+    "--device": ("device", str, f"where candidates run: {DEVICE_CHOICES}"),
     "--temperature": ("temperature", float, "sampling temperature"),
     "--candidates": ("candidates_per_round", int, "candidates per round"),
-    "--tolerance": ("tolerance", str, "correctness preset: strict (1e-4) or relaxed (1e-2)"),
+    "--tolerance": ("tolerance", str, f"correctness preset: {' or '.join(TOLERANCES)}"),
     "--sessions-dir": ("sessions_dir", str, "where sessions are stored"),
     "--seed": ("seed", int, "seed for exemplar sampling and the built-in proposer"),
 }

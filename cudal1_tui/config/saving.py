@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from cudal1_tui.errors import ConfigError
@@ -24,7 +25,7 @@ def toml_value(value: Scalar) -> str:
     return json.dumps(value, ensure_ascii=False)  # a TOML basic string
 
 
-def save_settings(path: Path, changes: dict[str, Scalar]) -> Path:
+def save_settings(path: Path, changes: Mapping[str, Scalar]) -> Path:
     """Merge ``changes`` into the config file at ``path`` (created when missing)."""
     try:
         text = path.read_text(encoding="utf-8") if path.is_file() else ""

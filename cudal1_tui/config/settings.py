@@ -9,31 +9,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from cudal1_tui.config.keymap import DEFAULT_KEYS
+
 Source = Literal["default", "file", "env", "flag"]
 
 DEFAULT_BASE_URL = "http://localhost:8000/v1"
-
-DEFAULT_KEYS: dict[str, str] = {
-    "next_round": "n",
-    "run_rounds": "N",
-    "accept": "a",
-    "reject": "r",
-    "undo": "u",
-    "diff_base": "b",
-    "diff_layout": "v",
-    "next_tab": "right_square_bracket",
-    "previous_tab": "left_square_bracket",
-    "sort_speedup": "S",
-    "sort_round": "R",
-    "select_best": "B",
-    "settings": "s",
-    "export": "e",
-    "open_session": "o",
-    "cancel": "escape",
-    "cancel_round": "X",
-    "help": "question_mark",
-    "quit": "q",
-}
 
 
 @dataclass

@@ -1,28 +1,31 @@
 """Check setting values once, at load, against the evaluator's own vocabulary.
 
 A bad value is reported where it came from: ``file:line: error: …`` for the config file,
-the variable's name for the environment, "command-line flag" for flags.
+the variable's name for the environment, "command-line flag" for flags. The tolerance
+presets, devices and reward names are the evaluator's (``cudal1_evaluator.schema`` and
+``cudal1_evaluator.reward``): nothing else in the app spells them out.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 from cudal1_evaluator.reward import FORMULAS
+from cudal1_evaluator.schema import DEVICES, TOLERANCES
+from cudal1_tui.config.keymap import key_problem
 from cudal1_tui.config.settings import Origin, Settings
 from cudal1_tui.errors import ConfigError
 
-DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+REWARDS: tuple[str, ...] = tuple(FORMULAS)
+DEVICE_CHOICES = f"auto, {', '.join(DEVICES)} or cuda:N"
 
 
-def tolerance_presets() -> tuple[str, ...]:
-    try:  # the schema is the contract's home; older layouts kept the names in launch
-        from cudal1_evaluator.schema import TOLERANCES  # type: ignore[attr-defined]
-    except ImportError:
-        from cudal1_evaluator.launch import TOLERANCES
-    return tuple(TOLERANCES)
+def is_device(value: str, *, allow_auto: bool = True) -> bool:
+    """``cpu``, ``cuda``, ``cuda:N`` (and ``auto`` unless the caller runs on a fixed device)."""
+    if value in DEVICES or (allow_auto and value == "auto"):
+        return True
+    return value.startswith("cuda:") and value[5:].isdigit()
 
 
 def _choice(name: str, allowed: tuple[str, ...]) -> Callable[[object], str]:
@@ -35,9 +38,9 @@ def _choice(name: str, allowed: tuple[str, ...]) -> Callable[[object], str]:
 
 
 def _device(value: object) -> str:
-    if isinstance(value, str) and DEVICE.match(value):
+    if isinstance(value, str) and is_device(value):
         return ""
-    return f"device must be auto, cpu, cuda or cuda:N, got {value!r}"
+    return f"device must be {DEVICE_CHOICES}, got {value!r}"
 
 
 def _positive(name: str) -> Callable[[object], str]:
@@ -50,8 +53,8 @@ def _positive(name: str) -> Callable[[object], str]:
 
 def checks() -> dict[str, Callable[[object], str]]:
     return {
-        "tolerance": _choice("tolerance", tolerance_presets()),
-        "reward": _choice("reward", tuple(FORMULAS)),
+        "tolerance": _choice("tolerance", TOLERANCES),
+        "reward": _choice("reward", REWARDS),
         "device": _device,
         "correctness_trials": _positive("correctness_trials"),
         "timing_budget_s": _positive("timing_budget_s"),
@@ -60,13 +63,27 @@ def checks() -> dict[str, Callable[[object], str]]:
     }
 
 
-def _where(origin: Origin, name: str, line_of: Callable[[Path, str], int]) -> str:
+def problem_with(name: str, value: object) -> str:
+    """What is wrong with ``value`` for setting ``name``; "" when it is fine."""
+    check = checks().get(name)
+    return check(value) if check is not None else ""
+
+
+def _where(origin: Origin, line: int) -> str:
     if origin.source == "file":
-        line = line_of(Path(origin.where), name)
         return f"{origin.where}:{line}" if line else origin.where
     if origin.source == "env":
         return f"environment variable {origin.where}"
     return "command-line flag"
+
+
+def _fail(origin: Origin, keys: tuple[str, ...], problem: str,
+          line_of: Callable[[Path, str], int]) -> None:
+    """Raise for the first of ``keys`` (a name, then the table it sits in) found in the file."""
+    lines = (line_of(Path(origin.where), key) for key in keys) if origin.source == "file" else ()
+    line = next((n for n in lines if n), 0)
+    path = Path(origin.where) if origin.source == "file" else None
+    raise ConfigError(f"{_where(origin, line)}: error: {problem}", path=path, line=line)
 
 
 def validate(settings: Settings, origins: dict[str, Origin],
@@ -74,10 +91,9 @@ def validate(settings: Settings, origins: dict[str, Origin],
     """Raise ConfigError naming the first bad value and where it was set."""
     for name, check in checks().items():
         problem = check(getattr(settings, name))
-        if not problem:
-            continue
-        origin = origins[name]
-        where = _where(origin, name, line_of)
-        line = line_of(Path(origin.where), name) if origin.source == "file" else 0
-        path = Path(origin.where) if origin.source == "file" else None
-        raise ConfigError(f"{where}: error: {problem}", path=path, line=line)
+        if problem:
+            _fail(origins[name], (name,), problem, line_of)
+    bad = key_problem(settings.keys)
+    if bad is not None:
+        binding_id, problem = bad
+        _fail(origins["keys"], (binding_id, "keys"), problem, line_of)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from cudal1_tui.config.validate import DEVICE
+from cudal1_tui.config.validate import DEVICE_CHOICES, is_device
 from cudal1_tui.errors import ConfigError
 
 # PR_SET_PDEATHSIG first: a killed app does not leave this child importing torch
@@ -32,6 +32,8 @@ def detect_device(timeout_s: float = 120.0) -> str:
 def resolve_device(requested: str) -> str:
     """``auto`` → ``cuda`` or ``cpu``; ``cpu``, ``cuda`` and ``cuda:N`` pass through."""
     value = requested.strip().lower()
-    if not DEVICE.match(value):
-        raise ConfigError(f"bad device {requested!r}: use auto, cpu, cuda or cuda:N")
-    return detect_device() if value == "auto" else value
+    if value == "auto":
+        return detect_device()
+    if is_device(value):
+        return value
+    raise ConfigError(f"device {requested!r} is not one of {DEVICE_CHOICES}")

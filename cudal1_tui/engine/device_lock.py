@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cudal1_tui.config.loader import default_cache_dir
+from cudal1_tui.config.load_config import default_cache_dir
 
 POLL_S = 0.2
 

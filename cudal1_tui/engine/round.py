@@ -35,8 +35,8 @@ from cudal1_tui.engine.slot_cancel import SlotCancel
 from cudal1_tui.engine.stages import Stages
 from cudal1_tui.engine.workspace import Workspace
 from cudal1_tui.errors import ModelError
+from cudal1_tui.llm.client_errors import ModelCancelled, StreamCut
 from cudal1_tui.llm.completion import Completion
-from cudal1_tui.llm.errors import ModelCancelled, StreamCut
 from cudal1_tui.llm.parsing import parse_reply
 from cudal1_tui.proposers import BuiltinCandidate
 from cudal1_tui.records import CandidateRecord

@@ -1,7 +1,7 @@
 """The model client: any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, replay).
 
 Synchronous by design: the engine calls it from a worker thread. Failures raise ``ServerError``
-(``cudal1_tui.llm.errors``: a ``ModelError`` whose ``kind`` names the cause, with a fix for that
+(``llm.client_errors``: a ``ModelError`` whose ``kind`` names the cause, with a fix for that
 cause); two kinds carry partial replies: ``StreamCut`` (the stream stopped before its end) and
 ``ModelCancelled`` (the ``cancel`` event was set). A reply that hits the length limit is not an
 error: ``Completion.truncated``.
@@ -19,9 +19,9 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from cudal1_tui.config import Settings
 from cudal1_tui.errors import ModelError
+from cudal1_tui.llm.client_errors import ServerError
 from cudal1_tui.llm.completion import Completion, estimate_tokens
 from cudal1_tui.llm.diagnosis import diagnose
-from cudal1_tui.llm.errors import ServerError
 from cudal1_tui.llm.request import RequestPlan, open_stream
 from cudal1_tui.llm.retry import is_dropped_connection
 from cudal1_tui.llm.run import Job, OnChunk, OnNotice, RunContext, StreamRun

@@ -14,7 +14,7 @@ from typing import Any
 import httpx2
 import openai
 
-from cudal1_tui.llm.errors import ServerError
+from cudal1_tui.llm.client_errors import ServerError
 from cudal1_tui.llm.retry import is_dropped_connection
 
 START_SERVER = ("start one (vLLM: `vllm serve MODEL`; SGLang, llama.cpp `llama-server`, Ollama or "

@@ -18,6 +18,7 @@ import httpx2
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
+from cudal1_tui.llm.client_errors import ModelCancelled
 from cudal1_tui.llm.diagnosis import (
     diagnose,
     no_reply,
@@ -25,7 +26,6 @@ from cudal1_tui.llm.diagnosis import (
     server_message,
     stream_body_problem,
 )
-from cudal1_tui.llm.errors import ModelCancelled
 from cudal1_tui.llm.retry import (
     MAX_WAIT_S,
     backoff_s,

@@ -24,9 +24,9 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletionChunk
 
+from cudal1_tui.llm.client_errors import ModelCancelled, ServerError, StreamCut
 from cudal1_tui.llm.completion import Completion, Usage
 from cudal1_tui.llm.diagnosis import bad_chunk, diagnose, not_openai
-from cudal1_tui.llm.errors import ModelCancelled, ServerError, StreamCut
 from cudal1_tui.llm.stream import ChoiceState, apportion_usage, delta_parts
 
 POLL_S = 0.05

@@ -9,7 +9,7 @@ from typing import Literal
 from cudal1_tui.config import Settings
 from cudal1_tui.errors import ModelError
 from cudal1_tui.llm.client import ModelClient
-from cudal1_tui.llm.errors import ServerError
+from cudal1_tui.llm.client_errors import ServerError
 from cudal1_tui.records import Message, SamplingSettings
 
 ProbeStatus = Literal["ok", "missing", "warn"]

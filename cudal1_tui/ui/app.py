@@ -1,178 +1,161 @@
-"""The Textual app: keys and actions on top of the session view.
+"""The Textual app: startup, the global keys, the screen stack and the engine's lifecycle.
 
-Rebindable keys: each binding has an id (the action's name in ``settings.keys``),
-and the settings' key table is applied as a Textual keymap.
+What a session shows and does lives in ``screens/session_screen.py``. Rebindable keys: each
+binding has an id (the action's name in ``settings.keys``), and the settings' key table is
+applied as the app's one Textual keymap, to the app's bindings and the screens' alike.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from textual import work
+from textual import on, work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.command import Provider
+from textual.screen import Screen
 
+from cudal1_tui.config import DEFAULT_KEYS, Settings
+from cudal1_tui.config.saving import Scalar
+from cudal1_tui.engine.events import EngineEvent
 from cudal1_tui.ui.actions import ACTIONS, key_label
+from cudal1_tui.ui.display import DisplayOptions
+from cudal1_tui.ui.engine_port import EngineFactory, Sizes, real_engine_factory
+from cudal1_tui.ui.messages import EngineEventPosted, RecordsLoaded
 from cudal1_tui.ui.palette import ActionsProvider
-from cudal1_tui.ui.screens.confirm import ConfirmScreen
-from cudal1_tui.ui.screens.help import HelpScreen
-from cudal1_tui.ui.screens.rounds import RoundsScreen
-from cudal1_tui.ui.screens.settings import FIELDS, SettingsScreen
-from cudal1_tui.ui.view import DIFF_BASES, SessionView
-from cudal1_tui.ui.widgets.detail import DetailPane
-from cudal1_tui.ui.widgets.output import ModelOutput
-from cudal1_tui.ui.widgets.variants import VariantTable, accept_doubts
+from cudal1_tui.ui.runner import EngineRunner
+from cudal1_tui.ui.screens.confirm_screen import ConfirmScreen
+from cudal1_tui.ui.screens.help_screen import HelpScreen
+from cudal1_tui.ui.screens.session_screen import SessionScreen
+from cudal1_tui.ui.screens.settings_screen import SettingsScreen
 
 if TYPE_CHECKING:  # the store's listing and export load gitpython: only when first used
     from cudal1_tui.store.listing import SessionSummary
-    from cudal1_tui.ui.screens.export import ExportRequest
+    from cudal1_tui.ui.screens.export_screen import ExportRequest
 
-class CudaL1App(SessionView):
-    CSS_PATH = "styles/app.tcss"
-    KEYMAP_IDS: ClassVar[frozenset[str]] = frozenset(a.binding_id for a in ACTIONS)
+
+class CudaL1App(App[int]):
+    TITLE = "cudal1-tui"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(a.key, a.action, a.text, id=a.binding_id, show=a.footer)
-        for a in ACTIONS if a.key
+        for a in ACTIONS if a.scope == "app"
     ]
     COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {
         *App.COMMANDS, ActionsProvider}
 
-    # ── rounds ──────────────────────────────────────────────────────────────
-    def action_next_round(self) -> None:
-        if self._engine_ready():
-            self.start_rounds(1)
+    def __init__(
+        self,
+        problem_path: Path,
+        settings: Settings,
+        *,
+        resume: str | Path | None = None,
+        sizes: Sizes = "auto",
+        engine_factory: EngineFactory | None = None,
+        measure_startup: bool = False,
+        autostart: bool = True,
+        display_options: DisplayOptions | None = None,
+        config_path: Path | None = None,
+    ) -> None:
+        super().__init__()
+        self._started = time.perf_counter()
+        self.problem_path = problem_path
+        self.settings = settings
+        self.config_path = config_path  # where settings changed in the app are saved; None: not
+        self._resume = resume
+        self.runner = EngineRunner(
+            engine_factory or real_engine_factory(settings, sizes), self._emit
+        )
+        self.first_frame_ms: float | None = None
+        self.first_frame_at: float | None = None  # wall clock, for the startup benchmark
+        self._measure_startup = measure_startup
+        self._autostart = autostart
+        # the "masked measurements" mode lives here: see ui/display.py
+        self.display_options = display_options or DisplayOptions()
+        self.session = SessionScreen(self.runner, settings, self.display_options,
+                                     problem_path.stem, self.reopen_session)
+        self.quitting = False
+        self.closed_session: tuple[str, str] | None = None  # (id, path) for the exit line
+        self.set_keymap(dict(settings.keys))  # checked at load: known ids, no clashes
 
-    def action_run_rounds(self) -> None:
-        if not self._engine_ready():
-            return
+    def get_default_screen(self) -> Screen[Any]:
+        # Textual loads a screen's own CSS_PATH when it is pushed or built from MODES, not for
+        # the default screen: load it here, as push_screen would
+        self._load_screen_css(self.session)
+        return self.session
 
-        def chosen(n: int | None) -> None:
-            if n:
-                self.start_rounds(n)
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._first_frame)
 
-        self.push_screen(RoundsScreen(), chosen)
+    def _first_frame(self) -> None:
+        self.first_frame_ms = (time.perf_counter() - self._started) * 1000
+        self.first_frame_at = time.time()
+        if self._measure_startup:
+            self.exit(0)
+        elif self._autostart:
+            self.open_session(self.problem_path, self._resume)
 
-    def action_cancel(self) -> None:
-        live = self.query_one(ModelOutput).live
-        if live is not None and self.runner.cancel_slot(live[1]):
-            self.set_status(f"stopped slot {live[0]}.{live[1]}; the round goes on "
-                            "(X cancels the round)")
-            return
-        self.action_cancel_round()
+    # ── the engine ──────────────────────────────────────────────────────────
+    def _emit(self, event: EngineEvent) -> None:
+        """Called by the engine on its worker thread: hand over to the UI thread."""
+        self.post_message(EngineEventPosted(event))
 
-    def action_cancel_round(self) -> None:
-        if self.runner.cancel():
-            self.set_status("cancelling the running stage…")
+    # The app may handle a message before its default screen is composed: until then the
+    # session screen gets it on its own queue, which it works through once composed.
+    @on(EngineEventPosted)
+    def _on_engine_event(self, message: EngineEventPosted) -> None:
+        if self.session.is_mounted:
+            self.session.show_event(message)
         else:
-            self.notify("nothing is running")
+            self.session.post_message(EngineEventPosted(message.event))
 
-    def _engine_ready(self) -> bool:
-        if self.runner.engine is None:
-            self.notify("the session is still opening", severity="warning")
-            return False
-        return True
+    @on(RecordsLoaded)
+    def _on_records(self, message: RecordsLoaded) -> None:
+        if self.session.is_mounted:
+            self.session.show_records(message)
+        else:
+            self.session.post_message(RecordsLoaded(message.records))
 
-    # ── decisions ───────────────────────────────────────────────────────────
-    def action_accept(self) -> None:
-        record = self.selected_record()
-        if record is None:
-            self.notify("select a variant first", severity="warning")
-            return
-        if record.status != "ok":
-            self.notify(f"only verified variants can be accepted ({record.status})",
-                        severity="warning")
-            return
-        reasons = accept_doubts(record)
-        if not reasons:
-            self.decide("accept", record.record_id)
-            return
-
-        def confirmed(yes: bool | None) -> None:
-            if yes:
-                self.decide("accept", record.record_id)
-
-        body = (f"Variant {record.round}.{record.slot}: " + "; ".join(reasons)
-                + ".\nAccept it anyway?")
-        self.push_screen(ConfirmScreen("Accept this variant?", body), confirmed)
-
-    def action_reject(self) -> None:
-        record = self.selected_record()
-        if record is None:
-            self.notify("select a variant first", severity="warning")
-            return
-        self.decide("reject", record.record_id)
-
-    def action_undo(self) -> None:
-        if self._engine_ready():
-            self.decide("undo", "")
+    def reopen_session(self) -> None:
+        self.open_session(self.problem_path, self._resume)
 
     @work(thread=True, group="engine", exit_on_error=False)
-    def decide(self, what: str, record_id: str) -> None:
-        if self.runner.busy:  # the engine takes one call at a time
-            self.call_from_thread(self.notify, f"{what}: applied when the running round ends")
+    def open_session(self, problem_path: Path, resume: str | Path | None) -> None:
         try:
-            if what == "accept":
-                self.runner.call(lambda e: e.accept(record_id))
-            elif what == "reject":
-                self.runner.call(lambda e: e.reject(record_id))
-            elif self.runner.call(lambda e: e.undo()) is None:
-                self.call_from_thread(self.notify, "nothing to undo")
+            engine = self.runner.open(problem_path, resume)
         except Exception as exc:
-            self.call_from_thread(self.report_error, exc, None)
-        self.refresh_records()
+            retry = lambda: self.open_session(problem_path, resume)  # noqa: E731
+            self.call_from_thread(self.session.report_error, exc, retry)
+            self.call_from_thread(self.session.set_status, "the session could not open")
+            return
+        self.call_from_thread(self.session.session_opened, engine.problem_source,
+                              engine.session_id)
+        self.session.refresh_records()
 
-    # ── the diff ────────────────────────────────────────────────────────────
-    def action_diff_base(self) -> None:
-        index = DIFF_BASES.index(self.diff_base)
-        self.diff_base = DIFF_BASES[(index + 1) % len(DIFF_BASES)]
-        self.render_diff()
-        self.notify(f"diff against {self.diff_base}", timeout=2)
-
-    def action_diff_layout(self) -> None:
-        self.diff_layout = "split" if self.diff_layout == "unified" else "unified"
-        self.render_diff()
-
-    # ── modals ──────────────────────────────────────────────────────────────
+    # ── global actions ──────────────────────────────────────────────────────
     def action_help(self) -> None:
         rows = [(key_label(self.key_of(a.binding_id)), a.text) for a in ACTIONS]
         rows.append(("^p", "command palette: every action by name"))
         self.push_screen(HelpScreen(rows))
 
     def key_of(self, binding_id: str) -> str:
-        default = next(a.key for a in ACTIONS if a.binding_id == binding_id)
-        return self.settings.keys.get(binding_id, default)
-
-    def action_next_tab(self) -> None:
-        self.query_one(DetailPane).cycle_tab(1)
-
-    def action_previous_tab(self) -> None:
-        self.query_one(DetailPane).cycle_tab(-1)
-
-    def action_sort(self, column: str) -> None:
-        self.query_one(VariantTable).sort_by(column)
-
-    def action_select_best(self) -> None:
-        if not self.query_one(VariantTable).select_best():
-            self.notify("no verified variant yet")
+        return self.settings.keys.get(binding_id, DEFAULT_KEYS[binding_id])
 
     def action_settings(self) -> None:
-        current: dict[str, Any] = {f.name: getattr(self.settings, f.name) for f in FIELDS}
-
-        def saved(changes: dict[str, Any] | None) -> None:
+        def saved(changes: dict[str, Scalar] | None) -> None:
             if changes:
                 self.apply_settings(changes)
 
-        self.push_screen(SettingsScreen(current, self.config_path), saved)
+        self.push_screen(SettingsScreen(self.settings, self.config_path), saved)
 
     @work(thread=True, group="engine", exit_on_error=False)
-    def apply_settings(self, changes: dict[str, Any]) -> None:
+    def apply_settings(self, changes: dict[str, Scalar]) -> None:
         try:
             self.runner.call(lambda e: e.update_settings(**changes))
         except Exception as exc:
-            self.call_from_thread(self.report_error, exc, None)
+            self.call_from_thread(self.session.report_error, exc, None)
             return
         for name, value in changes.items():
             setattr(self.settings, name, value)
@@ -184,9 +167,9 @@ class CudaL1App(SessionView):
             try:
                 where = f"saved to {save_settings(self.config_path, changes)}"
             except Exception as exc:
-                self.call_from_thread(self.report_error, exc, None)
+                self.call_from_thread(self.session.report_error, exc, None)
                 where = "this session only (the config file could not be written)"
-        self.call_from_thread(self.log_line, f"settings: {summary}; {where}")
+        self.call_from_thread(self.session.log_line, f"settings: {summary}; {where}")
         self.call_from_thread(self.notify, f"{summary}\n{where}", title="settings applied")
 
     def action_export(self) -> None:
@@ -195,14 +178,14 @@ class CudaL1App(SessionView):
             self.notify("no session to export yet", severity="warning")
             return
 
-        from cudal1_tui.ui.screens.export import ExportScreen
+        from cudal1_tui.ui.screens.export_screen import ExportScreen
 
         def chosen(request: ExportRequest | None) -> None:
             if request is not None:
                 self.export(request)
 
         self.push_screen(ExportScreen(self.display_options.session(engine.session_id),
-                                      self.header_info.problem), chosen)
+                                      self.session.header_info.problem), chosen)
 
     @work(thread=True, group="export", exit_on_error=False)
     def export(self, request: ExportRequest) -> None:
@@ -214,9 +197,9 @@ class CudaL1App(SessionView):
         try:
             written = exporting.export_session(Path(engine.session_path), request)
         except Exception as exc:
-            self.call_from_thread(self.report_error, exc, lambda: self.export(request))
+            self.call_from_thread(self.session.report_error, exc, lambda: self.export(request))
             return
-        self.call_from_thread(self.log_line, f"exported {request.format} to {written}")
+        self.call_from_thread(self.session.log_line, f"exported {request.format} to {written}")
         self.call_from_thread(self.notify, str(written), title=f"exported {request.format}")
 
     def action_open_session(self) -> None:
@@ -230,15 +213,15 @@ class CudaL1App(SessionView):
         try:
             sessions = list_sessions(sessions_dir(self.settings))
         except Exception as exc:
-            self.call_from_thread(self.report_error, exc, None)
+            self.call_from_thread(self.session.report_error, exc, None)
             return
         self.call_from_thread(self._choose_session, sessions)
 
     def _choose_session(self, sessions: list[SessionSummary]) -> None:
-        if self.round_running:
+        if self.session.round_running:
             self.notify("cancel the running round first (escape)", severity="warning")
             return
-        from cudal1_tui.ui.screens.sessions import SessionsScreen
+        from cudal1_tui.ui.screens.sessions_screen import SessionsScreen
 
         current = self.runner.engine.session_id if self.runner.engine else ""
 
@@ -253,10 +236,9 @@ class CudaL1App(SessionView):
 
         self.problem_path = exporting.problem_path_of(Path(summary.folder), self.problem_path)
         self._resume = summary.folder
-        self.best_by_round.clear()
-        self.query_one(VariantTable).show_records([])
-        self.set_status(f"opening {summary.session_id}…", session_id=summary.session_id,
-                        problem=summary.problem, best_speedup=None)
+        self.session.clear_records()
+        self.session.set_status(f"opening {summary.session_id}…", session_id=summary.session_id,
+                                problem=summary.problem, best_speedup=None)
         self.open_session(self.problem_path, self._resume)
 
     # ── quitting ────────────────────────────────────────────────────────────
@@ -264,7 +246,7 @@ class CudaL1App(SessionView):
         if self.quitting or self.runner.engine is None:
             self.exit(0)
             return
-        if self.round_running:
+        if self.session.round_running:
             def confirmed(yes: bool | None) -> None:
                 if yes:
                     self._close()
@@ -279,13 +261,13 @@ class CudaL1App(SessionView):
     def _remember_session(self) -> None:
         """What the exit line names: a session that holds at least one candidate."""
         engine = self.runner.engine
-        if engine is not None and engine.session_path and self.query_one(VariantTable).records:
+        if engine is not None and engine.session_path and self.session.has_records():
             self.closed_session = (engine.session_id, str(engine.session_path))
 
     def _close(self) -> None:
         self._remember_session()
         self.quitting = True
-        self.set_status("saving and closing… (q again to leave at once)")
+        self.session.set_status("saving and closing… (q again to leave at once)")
         self.close_and_exit()
 
     @work(thread=True, group="close", exit_on_error=False)
@@ -293,6 +275,6 @@ class CudaL1App(SessionView):
         try:
             self.runner.close()
         except Exception as exc:
-            self.call_from_thread(self.report_error, exc, None)
+            self.call_from_thread(self.session.report_error, exc, None)
             return
         self.call_from_thread(self.exit, 0)

@@ -11,7 +11,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from cudal1_tui.ui.syntax import highlight_lines
+from cudal1_tui.ui.code_highlight import highlight_lines
 
 Layout = Literal["unified", "split"]
 CONTEXT = 3

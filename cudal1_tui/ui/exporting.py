@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cudal1_tui.store.meta import read_meta
-from cudal1_tui.ui.screens.export import ExportRequest
+from cudal1_tui.ui.screens.export_screen import ExportRequest
 
 
 def export_session(session_path: Path, request: ExportRequest) -> Path:

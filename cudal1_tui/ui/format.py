@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cudal1_evaluator.schema import ProbeResult, Result
+from cudal1_tui.present.verdict_text import LOG_COMPILE_TAIL_LINES, record_details
 from cudal1_tui.records import CandidateRecord
 
 STATUS_STYLE: dict[str, str] = {
@@ -66,3 +67,12 @@ def device_text(device: str, probe: ProbeResult | None) -> str:
 
 def tokens_rate_text(tokens: int, per_s: float) -> str:
     return f"{tokens} tokens · {per_s:.0f} tok/s" if per_s else f"{tokens} tokens"
+
+
+def failure_lines(record: CandidateRecord) -> list[str]:
+    """What the Logs tab says about a failed or flagged record; [] for a clean verified one."""
+    if record.status == "ok" and not record_flags(record):
+        return []
+    details = record_details(record, LOG_COMPILE_TAIL_LINES).plain
+    return [f"── {record.round}.{record.slot} {record.source}: {record.status}",
+            *([details] if details else [])]

@@ -29,7 +29,9 @@ class ActionsProvider(Provider):
         return f"{action.text} ({key_label(key)})" if key else action.text
 
     async def _run(self, action: Action) -> None:
-        await self._app().run_action(action.action)
+        app = self._app()
+        namespace = app.session if action.scope == "session" else app
+        await app.run_action(action.action, default_namespace=namespace)
 
     async def discover(self) -> AsyncIterator[DiscoveryHit]:
         for action in ACTIONS:

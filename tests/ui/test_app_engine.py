@@ -16,11 +16,11 @@ from cudal1_tui.records import CandidateRecord
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 from cudal1_tui.store.session import Session
 from cudal1_tui.ui.app import CudaL1App
-from cudal1_tui.ui.screens.confirm import ConfirmScreen
-from cudal1_tui.ui.screens.export import ExportScreen
-from cudal1_tui.ui.screens.rounds import RoundsScreen
-from cudal1_tui.ui.screens.sessions import SessionsScreen
-from cudal1_tui.ui.screens.settings import SettingsScreen
+from cudal1_tui.ui.screens.confirm_screen import ConfirmScreen
+from cudal1_tui.ui.screens.export_screen import ExportScreen
+from cudal1_tui.ui.screens.rounds_screen import RoundsScreen
+from cudal1_tui.ui.screens.sessions_screen import SessionsScreen
+from cudal1_tui.ui.screens.settings_screen import SettingsScreen
 from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.detail import DetailPane
 from cudal1_tui.ui.widgets.output import ModelOutput
@@ -28,11 +28,11 @@ from cudal1_tui.ui.widgets.variants import VariantTable
 
 
 def _ready(app: CudaL1App) -> bool:
-    return app.runner.engine is not None and app.header_info.status.startswith("ready")
+    return app.runner.engine is not None and app.session.header_info.status.startswith("ready")
 
 
 def _decision(app: CudaL1App) -> str:
-    record = app.selected_record()
+    record = app.session.selected_record()
     return record.decision if record else ""
 
 
@@ -46,11 +46,12 @@ async def test_round_accept_undo_reject_and_quit_saves(problem_file: Path,
     app = CudaL1App(problem_file, settings)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: _ready(app), "the session to open")
-        assert app.header_info.device.startswith("cpu") and app.header_info.reference_ms
+        info = app.session.header_info
+        assert info.device.startswith("cpu") and info.reference_ms
         await pilot.press("n")
         await wait_until(pilot, lambda: app.query_one(VariantTable).row_count == 1
-                         and not app.round_running, "a result row")
-        record = app.selected_record()
+                         and not app.session.round_running, "a result row")
+        record = app.session.selected_record()
         assert record is not None and record.status == "ok", record
         assert app.query_one("#code-python", TextArea).text == record.code
         assert "ModelNew" in plain(app.query_one("#diff-body", Static))
@@ -143,17 +144,17 @@ async def test_esc_stops_one_slot_and_keeps_its_reply_then_x_cancels_the_rounds(
             stopped = next(iter(table.records.values()))
             assert stopped.parse_error.startswith("cancelled by the user")
             assert stopped.raw_response and stopped.round == 1
-            assert app.round_running  # the next rounds go on
+            assert app.session.round_running  # the next rounds go on
             await wait_until(pilot, lambda: app.query_one(ModelOutput).live is not None
                              and app.query_one(ModelOutput).live[0] == 2, "round 2 to stream")
             await pilot.press("q")  # work is running: quitting asks first
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("escape")
-            assert not app.quitting and app.round_running
+            assert not app.quitting and app.session.round_running
             await pilot.press("X")
-            await wait_until(pilot, lambda: not app.round_running, "the cancel", timeout=60)
+            await wait_until(pilot, lambda: not app.session.round_running, "the cancel", timeout=60)
             assert table.row_count == 1
-            assert "cancel" in app.header_info.status
+            assert "cancel" in app.session.header_info.status
 
 
 async def test_server_down_shows_banner_then_retry_uses_the_server_once_up(
@@ -173,16 +174,16 @@ async def test_server_down_shows_banner_then_retry_uses_the_server_once_up(
             banner.query_one("#banner-fix", Static))
         assert "model server" in text and "OPENAI_BASE_URL" in text
         assert banner.query_one("#banner-retry", Button).display
-        await wait_until(pilot, lambda: not app.round_running, "the round to end")
-        assert "Traceback" not in "\n".join(app.log_history)
+        await wait_until(pilot, lambda: not app.session.round_running, "the round to end")
+        assert "Traceback" not in "\n".join(app.session.log_history)
         config = ReplayConfig(replies=(Reply(problems.REPLY, problems.REASONING),), port=port)
         with ReplayServer(config):
             await pilot.pause(0.3)  # let the banner's layout settle before clicking it
             await pilot.click("#banner-retry")
             await wait_until(pilot, lambda: app.query_one(VariantTable).row_count == 1
-                             and not app.round_running, "the model's candidate")
+                             and not app.session.round_running, "the model's candidate")
         assert not banner.display
-        record = app.selected_record()
+        record = app.session.selected_record()
         assert record is not None and record.source == "model"
 
 
@@ -197,18 +198,22 @@ async def test_open_a_past_session(problem_file: Path, settings: Settings,
     app = CudaL1App(problem_file, settings)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: _ready(app), "the session to open")
-        first = app.header_info.session_id
+        first = app.session.header_info.session_id
         await pilot.press("o")
         await wait_until(pilot, lambda: isinstance(app.screen, SessionsScreen), "the list")
         table = app.screen.query_one("#sessions-table")
         assert table.row_count == 2
         keys = [str(k.value) for k in table.rows]
+        # under load the modal may not be laid out yet when it becomes the screen
+        await wait_until(pilot, lambda: table.region.height > 2, "the list laid out")
         await pilot.click("#sessions-table", offset=(2, 1 + keys.index(old.id)))
+        await wait_until(pilot, lambda: table.cursor_row == keys.index(old.id), "the row")
         await pilot.click("#sessions-open")
-        await wait_until(pilot, lambda: app.header_info.session_id == old.id
+        await wait_until(pilot, lambda: app.session.header_info.session_id == old.id
                          and _ready(app), "the old session to open")
         await wait_until(pilot, lambda: app.query_one(VariantTable).row_count == 1, "its rows")
-        assert app.selected_record() is not None and app.selected_record().record_id == "old-1"
+        chosen = app.session.selected_record()
+        assert chosen is not None and chosen.record_id == "old-1"
         assert first != old.id
         # the session this launch made never got a candidate: it is not left behind
         assert not (Path(settings.sessions_dir) / first).exists()

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import ui_recorded as recorded
+from textual.screen import Screen
 from textual.widgets import Input, Label, Log, Static
 from ui_helpers import SIZE, plain, wait_until
 
@@ -14,16 +15,17 @@ from cudal1_tui.config import DEFAULT_KEYS, Settings
 from cudal1_tui.engine import events as ev
 from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.messages import EngineEventPosted, RecordsLoaded
-from cudal1_tui.ui.screens.confirm import ConfirmScreen
-from cudal1_tui.ui.screens.help import HelpScreen
-from cudal1_tui.ui.screens.rounds import RoundsScreen
+from cudal1_tui.ui.screens.confirm_screen import ConfirmScreen
+from cudal1_tui.ui.screens.help_screen import HelpScreen
+from cudal1_tui.ui.screens.rounds_screen import RoundsScreen
+from cudal1_tui.ui.screens.session_screen import SessionScreen
 from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.variants import VariantTable
 
 
 def _app(**keys: str) -> CudaL1App:
     app = CudaL1App(Path("relu2.py"), Settings(keys={**DEFAULT_KEYS, **keys}), autostart=False)
-    app.reference_source = recorded.REFERENCE
+    app.session.reference_source = recorded.REFERENCE
     return app
 
 
@@ -39,6 +41,27 @@ async def _load(app: CudaL1App, records: list | None = None) -> None:
 
 def _diff_title(app: CudaL1App) -> str:
     return plain(app.query_one("#diff-title", Label))
+
+
+async def test_the_session_is_a_screen_under_a_thin_app() -> None:
+    app = _app(next_round="x")
+    async with app.run_test(size=SIZE) as pilot:
+        assert isinstance(app.screen, SessionScreen) and app.screen is app.session
+        assert isinstance(app.session, Screen)
+        await _load(app)
+        await pilot.pause()
+        assert app.session.query_one(VariantTable).row_count == len(recorded.records())
+        await pilot.press("question_mark")  # a global key, on the app
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.press("x")  # the session's key, rebound through the one keymap
+        assert "the session is still opening" in _notes(app)
+        await pilot.press("ctrl+p")  # the palette runs a session action on the session screen
+        await pilot.press(*"diff layout")
+        await wait_until(pilot, lambda: "diff layout" in str(
+            app.screen.query("CommandList").first().get_option_at_index(0).prompt), "a hit")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.session.diff_layout == "split", "the split diff")
 
 
 async def test_help_lists_the_keys_and_closes() -> None:
@@ -100,8 +123,8 @@ async def test_mouse_sorts_by_a_column_and_selects_a_row() -> None:
         order = [str(k.value) for k in table.rows]
         assert order == ["r2s1", "r1s1", "r1s0", "r2s0"]  # fastest first, no speedup last
         await pilot.click(VariantTable, offset=(2, 3))  # third row: r1s0
-        assert app.selected_record() is not None
-        assert app.selected_record().record_id == "r1s0"
+        assert app.session.selected_record() is not None
+        assert app.session.selected_record().record_id == "r1s0"
         assert "- class Model(nn.Module):" in plain(app.query_one("#diff-body", Static))
 
 
@@ -154,7 +177,7 @@ async def test_rounds_dialog_validates_and_cancels() -> None:
         await pilot.press("enter")
         assert "whole number" in plain(app.screen.query_one("#rounds-error", Static))
         await pilot.press("escape")
-        assert not isinstance(app.screen, RoundsScreen) and not app.round_running
+        assert not isinstance(app.screen, RoundsScreen) and not app.session.round_running
         app.runner._engine = None
 
 
@@ -194,6 +217,6 @@ async def test_probe_names_the_gpu_and_logs_the_inputs() -> None:
         app.post_message(EngineEventPosted(ev.ProbeFinished(True, "ok", 1.25, 0.9, "cuda:0",
                                                             probe, cpu_sizes=False)))
         await pilot.pause()
-        assert app.header_info.device == "cuda:0 (NVIDIA H100)"
-        assert app.header_info.torch_compile_ms == 0.9
-        assert "inputs: (8, 16) float16" in app.log_history
+        assert app.session.header_info.device == "cuda:0 (NVIDIA H100)"
+        assert app.session.header_info.torch_compile_ms == 0.9
+        assert "inputs: (8, 16) float16" in app.session.log_history

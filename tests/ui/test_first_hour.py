@@ -22,7 +22,7 @@ from cudal1_tui.engine import events as ev
 from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.messages import EngineEventPosted, RecordsLoaded
-from cudal1_tui.ui.screens.confirm import ConfirmScreen
+from cudal1_tui.ui.screens.confirm_screen import ConfirmScreen
 from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.header import HeaderBar
 from cudal1_tui.ui.widgets.variants import VariantTable
@@ -30,7 +30,7 @@ from cudal1_tui.ui.widgets.variants import VariantTable
 
 def _app(**settings: object) -> CudaL1App:
     app = CudaL1App(Path("relu2.py"), Settings(**settings), autostart=False)  # type: ignore[arg-type]
-    app.reference_source = recorded.REFERENCE
+    app.session.reference_source = recorded.REFERENCE
     return app
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 import cudal1_tui.cli.commands.open_cmd
 import cudal1_tui.ui.app
-import cudal1_tui.ui.screens.export, cudal1_tui.ui.screens.sessions
+import cudal1_tui.ui.screens.export_screen, cudal1_tui.ui.screens.sessions_screen
 from cudal1_tui.ui.exporting import export_session
 from cudal1_tui.ui.engine_port import real_engine_factory
 import cudal1_tui.engine.engine
@@ -43,12 +43,13 @@ async def main() -> None:
         app = CudaL1App(problems.write_problem(tmp), engine_settings(tmp, server.base_url))
         async with app.run_test(size=(160, 50)) as pilot:
             deadline = time.monotonic() + 90
-            while not app.header_info.status.startswith("ready"):
+            while not app.session.header_info.status.startswith("ready"):
                 assert time.monotonic() < deadline, "no session"
                 await pilot.pause(0.1)
             await pilot.press("n")
-            while not app.log_history or "model: ok" not in " ".join(app.log_history):
-                assert time.monotonic() < deadline, app.log_history
+            logs = app.session.log_history
+            while not logs or "model: ok" not in " ".join(logs):
+                assert time.monotonic() < deadline, app.session.log_history
                 await pilot.pause(0.1)
             await pilot.press("q")
     print("torch" if "torch" in sys.modules else "clean")

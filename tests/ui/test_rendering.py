@@ -6,12 +6,12 @@ import ui_recorded as recorded
 from rich.console import Console
 
 from cudal1_tui.store.export import FORMATS as STORE_FORMATS
+from cudal1_tui.ui.code_highlight import STYLES, cuda_sources, highlight
 from cudal1_tui.ui.diffing import diff_lines, render_diff, stats
 from cudal1_tui.ui.format import max_error, ms_text, record_flags, source_text, speedup_text
-from cudal1_tui.ui.screens.export import FORMATS, default_destination
-from cudal1_tui.ui.screens.rounds import parse_rounds
-from cudal1_tui.ui.screens.settings import parse_settings
-from cudal1_tui.ui.syntax import STYLES, cuda_sources, highlight
+from cudal1_tui.ui.screens.export_screen import FORMATS, default_destination
+from cudal1_tui.ui.screens.rounds_screen import parse_rounds
+from cudal1_tui.ui.screens.settings_screen import parse_settings
 from cudal1_tui.ui.widgets.variants import COLUMNS
 
 

@@ -19,7 +19,7 @@ from cudal1_tui.config import Settings
 from cudal1_tui.engine import events as ev
 from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.messages import EngineEventPosted, RecordsLoaded
-from cudal1_tui.ui.screens.export import ExportScreen
+from cudal1_tui.ui.screens.export_screen import ExportScreen
 from cudal1_tui.ui.widgets.detail import DetailPane
 
 SnapCompare = Callable[..., bool]
@@ -27,7 +27,7 @@ SnapCompare = Callable[..., bool]
 
 def _app() -> CudaL1App:
     app = CudaL1App(Path("relu2.py"), Settings(), autostart=False)
-    app.reference_source = recorded.REFERENCE
+    app.session.reference_source = recorded.REFERENCE
     app.animation_level = "none"  # the indeterminate progress bar would move with the clock
     return app
 

@@ -24,8 +24,8 @@ from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 from cudal1_tui.replay.openai_wire import plan_choice, stream_pieces
 from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.display import DisplayOptions
-from cudal1_tui.ui.screens.export import ExportScreen
-from cudal1_tui.ui.screens.help import HelpScreen
+from cudal1_tui.ui.screens.export_screen import ExportScreen
+from cudal1_tui.ui.screens.help_screen import HelpScreen
 from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.detail import DetailPane
 from cudal1_tui.ui.widgets.output import ModelOutput
@@ -74,7 +74,7 @@ async def _opened(pilot: Pilot[Any]) -> None:
     app = pilot.app
     assert isinstance(app, CudaL1App)
     await wait_until(pilot, lambda: app.runner.engine is not None
-                     and app.header_info.status.startswith("ready") and _settled(app),
+                     and app.session.header_info.status.startswith("ready") and _settled(app),
                      "the session to open")
     await pilot.pause()
 
@@ -85,7 +85,7 @@ async def _results(pilot: Pilot[Any]) -> None:
     await _opened(pilot)
     await pilot.press("n")
     table = app.query_one(VariantTable)
-    await wait_until(pilot, lambda: table.row_count == 2 and not app.round_running
+    await wait_until(pilot, lambda: table.row_count == 2 and not app.session.round_running
                      and _settled(app), "the round's two results", timeout=300)
     await pilot.pause()
     statuses = {r.source: r.status for r in table.records.values()}
@@ -94,9 +94,9 @@ async def _results(pilot: Pilot[Any]) -> None:
     # the header's torch.compile time is the reference under torch.compile, never the built-in
     # torch.compile candidate's own time (one baseline everywhere)
     measured = compiled.result.timing.get("torch_compile")
-    assert app.header_info.torch_compile_ms == (measured.median_ms if measured else None)
+    assert app.session.header_info.torch_compile_ms == (measured.median_ms if measured else None)
     newest = max(table.records.values(), key=lambda r: (r.round, r.slot))
-    assert app.header_info.reference_ms == newest.result.timing["reference"].median_ms
+    assert app.session.header_info.reference_ms == newest.result.timing["reference"].median_ms
 
 
 def test_first_start(snap_compare: SnapCompare, problem_file: Path, tmp_path: Path,

@@ -13,8 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from cudal1_evaluator.schema import Job, Result
-from cudal1_tui.config.validate import tolerance_presets
+from cudal1_evaluator.schema import TOLERANCES, Job, Result
 from cudal1_tui.engine.device import resolve_device
 from cudal1_tui.errors import ConfigError
 from cudal1_tui.judging import JUDGE
@@ -36,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         help="problem sizes: the file's (full), its `# cpu-sizes:` (cpu), or "
                         "cpu sizes on a CPU device and full ones on a GPU (auto, the default)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--tolerance", default="strict", choices=tolerance_presets())
+    parser.add_argument("--tolerance", default="strict", choices=TOLERANCES)
     parser.add_argument("--trials", type=int, default=5, help="correctness trials")
     parser.add_argument("--budget", type=float, default=10.0, help="timing budget, seconds")
     parser.add_argument("--timeout", type=float, default=300.0, help="wall-clock limit, seconds")

@@ -17,9 +17,9 @@ from textual.widgets import (
 
 from cudal1_tui.present.verdict_text import record_details
 from cudal1_tui.records import CandidateRecord
+from cudal1_tui.ui.code_highlight import cuda_highlight_query, cuda_language, cuda_sources
 from cudal1_tui.ui.diffing import Layout, render_diff, stats
 from cudal1_tui.ui.format import STATUS_STYLE
-from cudal1_tui.ui.syntax import cuda_highlight_query, cuda_language, cuda_sources
 from cudal1_tui.ui.widgets.output import ModelOutput
 from cudal1_tui.uncertainty import interval_text, noise_warning, precision_text
 

@@ -13,7 +13,7 @@ from typing import Any
 import platformdirs
 
 from cudal1_tui.config.settings import EffectiveSettings, Origin, Settings, setting_names
-from cudal1_tui.config.validate import validate
+from cudal1_tui.config.validate import problem_with, validate
 from cudal1_tui.errors import ConfigError
 
 APP_NAME = "cudal1-tui"
@@ -46,7 +46,9 @@ def env_names(name: str) -> tuple[str, ...]:
 
 
 def _line_of(text: str, key: str) -> int:
-    pattern = re.compile(rf"^[ \t]*{re.escape(key)}[ \t]*=", re.MULTILINE)
+    """The line that sets ``key`` (``key = …``) or opens the table ``[key]``; 0 if none."""
+    name = re.escape(key)
+    pattern = re.compile(rf"^[ \t]*({name}[ \t]*=|\[[ \t]*{name}[ \t]*\])", re.MULTILINE)
     match = pattern.search(text)
     return text.count("\n", 0, match.start()) + 1 if match else 0
 
@@ -86,7 +88,19 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
     return value
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
+def parse_setting(name: str, raw: object) -> Any:
+    """One value typed in (the settings form): the loader's parser, then its validator.
+
+    Raises ValueError with a reason when the text is not a value of the setting's type or
+    the value is refused."""
+    value = _coerce(name, raw, getattr(Settings(), name))
+    problem = problem_with(name, value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def read_config_file(path: Path) -> dict[str, object]:
     """Parse the TOML file; errors name the file, the line and the problem."""
     text = path.read_text(encoding="utf-8")
     try:
@@ -99,7 +113,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: line {line}{column}: {problem}", path=path, line=line) from None
     known = set(setting_names())
     defaults = Settings()
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for key, value in raw.items():
         if key not in known:
             line = _line_of(text, key)

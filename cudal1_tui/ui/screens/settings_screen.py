@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -12,49 +12,50 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from cudal1_tui.config import Settings
+from cudal1_tui.config.load_config import parse_setting
+from cudal1_tui.config.saving import Scalar
+
 
 @dataclass(frozen=True)
 class Field:
     name: str
     label: str
-    kind: type
     low: float = 0.0
     high: float = 0.0
 
 
 FIELDS: tuple[Field, ...] = (
-    Field("model", "model (empty: the server's first)", str),
-    Field("temperature", "temperature (0–2)", float, 0.0, 2.0),
-    Field("candidates_per_round", "candidates per round (1–16)", int, 1, 16),
-    Field("exemplars", "exemplars shown (0–8)", int, 0, 8),
+    Field("model", "model (empty: the server's first)"),
+    Field("temperature", "temperature (0–2)", 0.0, 2.0),
+    Field("candidates_per_round", "candidates per round (1–16)", 1, 16),
+    Field("exemplars", "exemplars shown (0–8)", 0, 8),
 )
 
 
-def parse_settings(values: dict[str, str]) -> tuple[dict[str, Any], str]:
-    """Typed values from the form, or an error naming the bad field."""
-    out: dict[str, Any] = {}
+def parse_settings(values: dict[str, str]) -> tuple[dict[str, Scalar], str]:
+    """Typed values from the form (through the config loader's parser and validator), or an
+    error naming the bad field; the form's ranges come on top."""
+    out: dict[str, Scalar] = {}
     for field in FIELDS:
         raw = values.get(field.name, "").strip()
-        if field.kind is str:
-            out[field.name] = raw
-            continue
         try:
-            number = field.kind(raw)
-        except ValueError:
-            return {}, f"{field.label}: {raw!r} is not a number"
-        if not field.low <= number <= field.high:
-            return {}, f"{field.label}: {number} is out of range"
-        out[field.name] = number
+            value = parse_setting(field.name, raw)
+        except ValueError as exc:
+            return {}, f"{field.label}: {exc}"
+        if isinstance(value, int | float) and not field.low <= value <= field.high:
+            return {}, f"{field.label}: {value} is out of range"
+        out[field.name] = value
     return out, ""
 
 
-class SettingsScreen(ModalScreen[dict[str, Any] | None]):
+class SettingsScreen(ModalScreen[dict[str, Scalar] | None]):
     CSS_PATH = "../styles/settings.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel", show=False)]
 
-    def __init__(self, current: dict[str, Any], config_path: Path | None = None) -> None:
+    def __init__(self, settings: Settings, config_path: Path | None = None) -> None:
         super().__init__()
-        self._current = current
+        self._current: dict[str, Scalar] = {f.name: getattr(settings, f.name) for f in FIELDS}
         self._saved_to = (f"saved to {config_path}" if config_path is not None
                           else "this session only: not written to a config file")
 
