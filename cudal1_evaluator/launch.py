@@ -24,8 +24,8 @@ from cudal1_evaluator.isolation import sandbox
 from cudal1_evaluator.parent import build_cache as build_cache
 from cudal1_evaluator.parent import conduct, precision, pristine_cache, verdict, warm
 from cudal1_evaluator.parent.timing_checks import Burst
-from cudal1_evaluator.reward import FORMULAS
 from cudal1_evaluator.schema import (
+    DEVICE_FORMS,
     BuildOutcome,
     Flag,
     Job,
@@ -33,23 +33,21 @@ from cudal1_evaluator.schema import (
     ProbeResult,
     Result,
     TimingSummary,
+    parse_device,
+    parse_reward,
+    parse_tolerance,
 )
 from cudal1_evaluator.stats import summarize
 from cudal1_evaluator.wire.report import WorkerReport
 from cudal1_evaluator.wire.talk import PeerGone
 
-TOLERANCES = ("strict", "relaxed")
-
 
 def check_job(job: Job) -> None:
     """Caller mistakes (not candidate ones) raise ValueError."""
-    dev = job.device
-    if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
-        raise ValueError(f"bad device {dev!r}: use cpu, cuda or cuda:N")
-    if job.tolerance not in TOLERANCES:
-        raise ValueError(f"unknown tolerance preset {job.tolerance!r}: {', '.join(TOLERANCES)}")
-    if job.reward.name not in FORMULAS:
-        raise ValueError(f"unknown reward formula {job.reward.name!r}: {', '.join(FORMULAS)}")
+    if parse_device(job.device) != job.device:
+        raise ValueError(f"bad device {job.device!r}: use {', '.join(DEVICE_FORMS)}")
+    parse_tolerance(job.tolerance)
+    parse_reward(job.reward.name)
     if job.correctness_trials < 1 or job.min_samples < 1 or job.timeout_s <= 0:
         raise ValueError("correctness_trials and min_samples must be >= 1, timeout_s > 0")
 

@@ -33,8 +33,6 @@ STATUSES: tuple[Status, ...] = (
     "rejected",
 )
 Severity = Literal["reject", "warn", "info"]
-TOLERANCES: tuple[str, ...] = ("strict", "relaxed")  # a Job's correctness presets
-DEVICES: tuple[str, ...] = ("cpu", "cuda")  # a Job's device: one of these or cuda:N
 
 # The vocabulary of a job's settings, exported so the app validates its config with the same names.
 TolerancePreset = Literal["strict", "relaxed"]

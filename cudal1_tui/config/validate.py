@@ -11,21 +11,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from cudal1_evaluator.reward import FORMULAS
-from cudal1_evaluator.schema import DEVICES, TOLERANCES
+from cudal1_evaluator.schema import DEVICE_FORMS, REWARDS, TOLERANCES, parse_device
 from cudal1_tui.config.keymap import key_problem
 from cudal1_tui.config.settings import Origin, Settings
 from cudal1_tui.errors import ConfigError
 
-REWARDS: tuple[str, ...] = tuple(FORMULAS)
-DEVICE_CHOICES = f"auto, {', '.join(DEVICES)} or cuda:N"
+DEVICE_CHOICES = f"auto, {', '.join(DEVICE_FORMS)}"
 
 
 def is_device(value: str, *, allow_auto: bool = True) -> bool:
-    """``cpu``, ``cuda``, ``cuda:N`` (and ``auto`` unless the caller runs on a fixed device)."""
-    if value in DEVICES or (allow_auto and value == "auto"):
+    """``cpu``, ``cuda``, ``cuda:N`` (the evaluator's ``parse_device``), and ``auto`` unless
+    the caller runs on a fixed device."""
+    if allow_auto and value == "auto":
         return True
-    return value.startswith("cuda:") and value[5:].isdigit()
+    try:
+        return parse_device(value) == value
+    except ValueError:
+        return False
 
 
 def _choice(name: str, allowed: tuple[str, ...]) -> Callable[[object], str]:
