@@ -16,7 +16,7 @@ from cudal1_tui.errors import ConfigError
 @pytest.mark.parametrize(("line", "problem"), [
     ('tolerance = "loose"', "tolerance must be one of strict, relaxed, got 'loose'"),
     ('reward = "speedup_squared"', "reward must be one of " + ", ".join(FORMULAS)),
-    ('device = "gpu"', "device must be auto, cpu, cuda or cuda:N, got 'gpu'"),
+    ('device = "gpu"', "device must be auto, cpu, cuda, cuda:N, got 'gpu'"),
     ("correctness_trials = 0", "correctness_trials must be greater than 0"),
 ])
 def test_a_bad_value_in_the_file_names_file_and_line(tmp_path: Path, line: str,
