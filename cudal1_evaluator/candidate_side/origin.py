@@ -41,6 +41,9 @@ BUILD_TOOLS = frozenset({
     "ninja", "c++", "g++", "gcc", "cc", "clang", "clang++", "nvcc", "ptxas", "cuobjdump",
     "nvdisasm", "fatbinary", "nvlink", "cicc", "ld", "ld.gold", "ld.lld", "as", "ar", "which",
     "uname", "ldconfig", "openssl", "nvidia-smi", "hipcc", "lscpu",
+    # probes the stdlib runs for a library: platform.architecture() runs ``file`` (seen on the
+    # H100 when Triton launched its first kernel), ctypes.util.find_library objdump/gcc/ld
+    "file", "objdump", "readelf", "getconf", "ccache", "sccache",
 })
 # a build tool's name, cross-prefixed (x86_64-linux-gnu-g++) or versioned (gcc-13) as well
 _COMPILER_NAME = re.compile(

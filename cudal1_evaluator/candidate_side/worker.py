@@ -198,7 +198,8 @@ class Worker:
     def _into(self, buf: torch.Tensor, t: torch.Tensor) -> None:
         """Host memory: a plain memmove, no dispatcher op a candidate could override to do
         its work in the untimed copy; device memory: ``copy_`` (the wall clock watches it)."""
-        if t.device.type == "cpu" and t.is_contiguous() and buf.is_contiguous():
+        if t.device.type == buf.device.type == "cpu" and t.is_contiguous() and \
+                buf.is_contiguous():
             self._memmove(buf.data_ptr(), t.data_ptr(), t.numel() * t.element_size())
         else:
             self._copy(buf, t)
@@ -315,7 +316,7 @@ def _storage_ptrs(out: Any) -> list[int]:
 
 def _copyable(t: Any, buf: torch.Tensor) -> bool:
     return (type(t) is torch.Tensor and t.layout == torch.strided and not t.is_meta
-            and t.shape == buf.shape and t.dtype == buf.dtype)
+            and t.shape == buf.shape and t.dtype == buf.dtype and t.device == buf.device)
 
 
 def _blocked(exc: BaseException | None) -> bool:

@@ -308,6 +308,7 @@ CUDA_GRAPH_REUSE = ("the candidate returns the same CUDA-graph output buffer on 
 def output_message(metas: list[OutputMeta], info: RefereeInfo) -> str:
     """A plain message for an output of the wrong kind, dtype or shape (as the worker saw it)."""
     expected = info.get("outputs") or []
+    device = info.get("device", {}).get("type", "")
     for meta in metas:
         items = meta.get("items") or []
         if len(items) != len(expected):
@@ -317,6 +318,10 @@ def output_message(metas: list[OutputMeta], info: RefereeInfo) -> str:
             where = f"output {i}: " if len(expected) > 1 else ""
             if got.get("type") != "Tensor":
                 return f"{where}the candidate returns a {got.get('type')}, not a torch.Tensor"
+            got_device = str(got.get("device") or "")
+            if device and got_device and got_device.split(":")[0] != device:
+                return (f"{where}the candidate returns a tensor on {got_device}; the reference's "
+                        f"output is on {device}")
             if got.get("dtype") != exp.get("dtype"):
                 return (f"{where}the candidate returns {got.get('dtype')}; the reference "
                         f"returns {exp.get('dtype')}")

@@ -239,3 +239,17 @@ def test_build_outcome_and_job_cuda_arch_round_trip() -> None:
     import json
 
     assert BuildOutcome.from_dict(json.loads(outcome.to_json())) == outcome
+
+
+def test_an_output_on_the_wrong_device_is_named_not_copied() -> None:
+    """A CPU tensor returned on a CUDA problem: the worker must not memmove it into device
+    memory (that segfaulted on the H100); the verdict names the device."""
+    from cudal1_evaluator.parent.conduct import output_message
+
+    info = {"device": {"type": "cuda"}, "outputs": [{"shape": [4, 4], "dtype": "float32"}]}
+    metas = [{"count": 1, "items": [{"type": "Tensor", "shape": [4, 4], "dtype": "float32",
+                                     "device": "cpu"}]}]
+    assert output_message(metas, info) == (  # type: ignore[arg-type]
+        "the candidate returns a tensor on cpu; the reference's output is on cuda")
+    metas[0]["items"][0]["device"] = "cuda:0"  # type: ignore[index]
+    assert output_message(metas, info) == ""  # type: ignore[arg-type]
