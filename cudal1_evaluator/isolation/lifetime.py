@@ -13,10 +13,11 @@ watcher waits for EOF on the watchdog pipe (or for the child to end) and then ki
 session, so grandchildren (ninja, cc1plus, nvcc) go too: ``PR_SET_PDEATHSIG`` alone would
 kill the child and leave them running, and ninja puts each compiler in a group of its own.
 
-Leftovers: each ``cudal1-eval-*`` temp dir holds an ``.owner`` marker (pid and start time of
-the process that made it). ``sweep_stale`` removes the dirs of dead owners and, when no live
-owner is left, torch's build ``lock`` files (a lock a killed build left makes every later
-build of the same code wait for it until its timeout).
+Leftovers: each ``cudal1-eval-*`` temp dir names its owner (pid and start time of the process
+that made it) in its own name, so no kill can fall between making the dir and marking it.
+``sweep_stale`` removes the dirs of dead owners and, when no live owner is left, torch's build
+``lock`` files (a lock a killed build left makes every later build of the same code wait for it
+until its timeout).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 
 ENV_VAR = "CUDAL1_LIFETIME"  # "<parent pid>:<watchdog fd>" in a child's environment
 TEMP_PREFIX = "cudal1-eval-"
-OWNER_FILE = ".owner"
+OWNER_FILE = ".owner"  # what older versions marked their dirs with
 _PR_SET_PDEATHSIG = 1
 _UNMARKED_GRACE_S = 3600.0  # a temp dir without a marker (older versions): swept after this
 _STALE_LOCK_S = 6 * 3600.0  # a build lock older than any evaluation's time limit
@@ -81,10 +82,17 @@ def owner_alive(token: str) -> bool:
     return bool(now) and (now == parts[1] or "?" in (now, parts[1]))
 
 
-def mark_owner(directory: Path) -> None:
-    """Record this process as the owner of ``directory`` (swept once it is gone)."""
-    with contextlib.suppress(OSError):
-        (directory / OWNER_FILE).write_text(owner_token() + "\n", encoding="utf-8")
+def make_owned_temp_dir() -> Path:
+    """A fresh ``cudal1-eval-*`` temp dir whose name carries this process's token: a process
+    killed right after ``mkdtemp`` leaves a dir the next start can still attribute."""
+    pid, _, start = owner_token().partition(" ")
+    return Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{pid}_{start or 'x'}_"))
+
+
+def _token_in_name(path: Path) -> str | None:
+    pid, _, rest = path.name.removeprefix(TEMP_PREFIX).partition("_")
+    start, _, _ = rest.partition("_")
+    return f"{pid} {start}" if pid.isdigit() and start and start != "x" else None
 
 
 # -- parent side -----------------------------------------------------------------------------
@@ -206,11 +214,11 @@ def _temp_dirs(temp_root: Path) -> list[Path]:
 
 
 def _owner_of(path: Path) -> str | None:
-    """The marker's token; None when there is none (yet, or from an older version)."""
+    """The marker's token, else the one in the dir's name; None for an older version's dir."""
     try:
         return (path / OWNER_FILE).read_text(encoding="utf-8").strip()
     except OSError:
-        return None
+        return _token_in_name(path)
 
 
 def _age_s(path: Path) -> float:

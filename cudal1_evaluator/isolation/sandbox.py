@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -168,8 +167,7 @@ class Child:
         # talk: a socket for the parent's request/reply protocol (cudal1_evaluator.wire.talk)
         self.talk: socket.socket | None = None
         self._talk_wanted = talk
-        self.root = Path(tempfile.mkdtemp(prefix=lifetime.TEMP_PREFIX))
-        lifetime.mark_owner(self.root)  # swept at a later start if this process dies
+        self.root = lifetime.make_owned_temp_dir()  # swept at a later start if we die
         self._go_w: int | None = None
         self._warm_device, self._extra_writable = warm_device, tuple(writable)
         try:

@@ -100,13 +100,13 @@ def open_shared(desc: SharedDesc, device: torch.device) -> object:
 def _open_cuda(desc: SharedCuda, dtype: torch.dtype, shape: list[int],
                device: torch.device) -> torch.Tensor:
     # opening an IPC handle in a process without a CUDA context segfaults
-    torch.cuda.init()  # type: ignore[no-untyped-call]
-    storage = torch.UntypedStorage._new_shared_cuda(  # type: ignore[attr-defined]
+    torch.cuda.init()  # type: ignore[no-untyped-call, unused-ignore]
+    storage = torch.UntypedStorage._new_shared_cuda(  # type: ignore[attr-defined, unused-ignore]
         int(desc["device"]), _unb64(desc["handle"]), int(desc["size_bytes"]),
         int(desc["offset_bytes"]), _unb64(desc["ref_handle"]), int(desc["ref_offset"]),
         _unb64(desc["event"]), bool(desc["event_sync"]))
     out = torch.empty(0, dtype=dtype, device=device)
-    out.set_(storage, int(desc["offset"]), shape, [int(s) for s in desc["strides"]])  # type: ignore[call-overload]
+    out.set_(storage, int(desc["offset"]), shape, [int(s) for s in desc["strides"]])  # type: ignore[call-overload, unused-ignore]
     return out
 
 

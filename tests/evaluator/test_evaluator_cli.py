@@ -53,7 +53,7 @@ def test_eval_usage_errors_exit_2(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "does not exist" in missing.stderr
     assert "Traceback" not in missing.stderr
     bad_device = _cli(str(problem), str(cand), "--device", "tpu")
-    assert bad_device.returncode == 2 and "bad device" in bad_device.stderr
+    assert bad_device.returncode == 2 and "device 'tpu' is not one of" in bad_device.stderr
 
 
 def test_static_gate_rejects_before_running(tmp_path: Path) -> None:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from cudal1_evaluator.isolation import lifetime, sandbox
 from cudal1_evaluator.parent import diskcap, verdict
@@ -75,6 +78,22 @@ def test_a_dead_owners_temp_dirs_and_build_locks_are_swept(tmp_path: Path) -> No
     assert not dead.exists() and not lock.exists()
     assert swept.temp_dirs == [str(dead)] and swept.locks == [str(lock)]
     assert "1 evaluator temp dir(s), 1 build lock(s)" in swept.summary()
+
+
+def test_a_dir_its_owner_died_making_is_swept_by_its_name(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed right after ``mkdtemp``: no marker was written, the name still says whose it is."""
+    temps = tmp_path / "tmp"
+    temps.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temps))
+    mine = lifetime.make_owned_temp_dir()
+    dead_pid = _dead_pid()
+    orphan = mine.with_name(mine.name.replace(f"{os.getpid()}_", f"{dead_pid}_", 1))
+    mine.rename(orphan)
+    kept = lifetime.make_owned_temp_dir()
+    swept = lifetime.sweep_stale([], temps)
+    assert swept.temp_dirs == [str(orphan)] and not orphan.exists()
+    assert kept.exists()  # ours: a child of ours may be using it
 
 
 def test_a_live_owners_files_are_kept(tmp_path: Path) -> None:

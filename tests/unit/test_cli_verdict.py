@@ -9,7 +9,7 @@ from rich.console import Console
 
 from cudal1_evaluator.schema import Flag, Result
 from cudal1_tui.present.verdict_text import record_details, verdict_details
-from cudal1_tui.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord, result_from_stored
 
 LOG = "\n".join(f"line {i}" for i in range(50))
 
@@ -41,13 +41,13 @@ def test_a_clean_ok_says_nothing_and_a_parse_error_comes_first() -> None:
 
 def test_a_stored_record_renders_like_its_result() -> None:
     result = _compile_error()
-    record = _record(result.to_dict(), result.status)
+    record = _record(result, result.status)
     assert record_details(record).plain == verdict_details(result).plain
-    bare = _record({}, "timeout")
+    bare = _record(result_from_stored({}, "timeout"), "timeout")
     assert record_details(bare).plain == ""  # a record stored without a result still renders
 
 
-def _record(result: dict[str, object], status: str) -> CandidateRecord:
+def _record(result: Result, status: str) -> CandidateRecord:
     return CandidateRecord(record_id="r1", session_id="s", round=1, slot=0, source="model",
                            problem_name="p", code="", result=result, reward=0.0,
                            reward_formula="clipped_speedup", status=status, speedup=None)

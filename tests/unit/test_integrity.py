@@ -178,8 +178,8 @@ def test_harness_patch_seen_even_if_the_checker_is_patched(guard: Guard) -> None
         found = codes(guard.findings())
     finally:
         compare.compare_outputs, snapshots.diff_globals = originals
-    assert {"patched_evaluator.compare.compare_outputs",
-            "patched_evaluator.snapshots.diff_globals"} <= found
+    assert {"patched_cudal1_evaluator.common.compare.compare_outputs",
+            "patched_cudal1_evaluator.candidate_side.snapshots.diff_globals"} <= found
 
 
 def test_closed_guard_is_inert() -> None:
