@@ -8,9 +8,9 @@ import torch
 import torch.nn as nn
 
 # cpu-sizes: batch=8, dim1=64, dim2=128
-batch = 128
-dim1 = 4096
-dim2 = 4096
+batch = 32
+dim1 = 2048
+dim2 = 2048
 
 
 class Model(nn.Module):
