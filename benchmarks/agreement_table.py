@@ -2,6 +2,10 @@
 JSON files (a run split across calls by ``--deadline-s``), in manifest order.
 
     python benchmarks/agreement_table.py agreement_a.json agreement_b.json > table.md
+    python benchmarks/agreement_table.py run.json --notes benchmarks/corpus/agreement_notes.toml
+
+``--notes`` maps a pair's name to the reason found for its gap or differing verdict (a TOML
+table of strings); the reasons fill the table's last column.
 """
 
 from __future__ import annotations
@@ -38,12 +42,19 @@ def verdict(side: dict[str, Any]) -> str:
     return f"{status} ({', '.join(rejects)})" if rejects else status
 
 
-def line(r: dict[str, Any]) -> str:
+def times(side: dict[str, Any]) -> str:
+    ref, cand = side.get("reference_ms"), side.get("candidate_ms")
+    return f"{ref:.4g} / {cand:.4g}" if ref and cand else "—"
+
+
+def line(r: dict[str, Any], notes: dict[str, str]) -> str:
     ours, theirs = r["ours"], r["independent"]
+    within = "yes" if r["within_10pct"] else ("no" if r.get("ratio") else "—")
     return (f"| {r['name']} | {r['expected'] or '—'} | {verdict(ours)} | {theirs.get('status')} "
+            f"| {times(ours)} | {times(theirs)} "
             f"| {fmt(ours.get('speedup'))} | {fmt(theirs.get('speedup'))} "
             f"| {fmt(theirs.get('strict_speedup'))} | {fmt(r.get('ratio'), '')} "
-            f"| {'yes' if r['within_10pct'] else ('no' if r.get('ratio') else '—')} |")
+            f"| {within} | {notes.get(r['name'], '')} |")
 
 
 def summary(rows: list[dict[str, Any]], wall: float) -> list[str]:
@@ -69,15 +80,19 @@ def summary(rows: list[dict[str, Any]], wall: float) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("--notes", type=Path, default=None,
+                        help="TOML: pair name = the reason found for its gap or verdict")
     args = parser.parse_args()
     rows, wall = load_rows(args.files)
+    notes = tomllib.loads(args.notes.read_text(encoding="utf-8")) if args.notes else {}
     print("\n".join(summary(rows, wall)))
     print()
-    print("| pair | expected | ours | independent | our × | independent × (matched) "
-          "| independent × (strict) | ratio | within 10 % |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| pair | expected | ours | independent | ours ms ref / cand | independent ms ref / "
+          "cand | our × | independent × (matched) | independent × (strict) | ratio "
+          "| within 10 % | reason found |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(line(r))
+        print(line(r, {k: str(v) for k, v in notes.items()}))
     return 0
 
 

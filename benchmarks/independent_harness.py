@@ -5,12 +5,14 @@
 Written to share nothing with ``evaluator/``: no guard, no sandbox, no poisoning, no
 interleaving. What it does is what a careful person would do by hand:
 
-1. import the problem and the candidate as plain modules (the candidate first, so the
+1. set strict fp32 (TF32 off for cuBLAS *and* cuDNN: torch's default leaves cuDNN on TF32),
+   then import the problem and the candidate as plain modules (the candidate first, so the
    precision flags it sets at import are known);
 2. build ``Model`` and ``ModelNew`` from the same seed, then load the reference's state_dict
    into ``ModelNew`` where names and shapes match;
 3. correctness: ``torch.allclose(out, ref, rtol=tol, atol=tol)`` on ``--trials`` inputs made
-   by ``get_inputs()`` under seeds 1..n, each call on its own clone of the inputs;
+   by ``get_inputs()`` under seeds 1..n, each call on its own clone of the inputs, the
+   reference under strict fp32 and the candidate under the flags it set;
 4. timing: ``triton.testing.do_bench`` (L2 flush, CUDA events, median) on CUDA, a
    ``perf_counter`` median on CPU; the reference is timed under the precision flags the
    candidate left set (matched precision) and again under strict fp32 defaults.
@@ -34,6 +36,8 @@ import torch
 
 SEED = 1234
 TOLERANCE = {"strict": 1e-4, "relaxed": 1e-2}
+STRICT_FP32 = {"matmul.allow_tf32": False, "cudnn.allow_tf32": False, "cudnn.benchmark": False,
+               "float32_matmul_precision": "highest", "fp16_reduced_reduction": True}
 
 
 def import_file(name: str, path: Path) -> ModuleType:
@@ -107,10 +111,13 @@ def bench(fn: Callable[[], Any], device: str, budget_ms: int) -> float:
 def check(problem: ModuleType, reference: torch.nn.Module, model_new: torch.nn.Module,
           device: str, trials: int, tol: float) -> tuple[bool, float, str]:
     worst = 0.0
+    matched = precision_flags()
     for trial in range(1, trials + 1):
         torch.manual_seed(trial)
         inputs = to_device(problem.get_inputs(), device)
+        set_flags(STRICT_FP32)
         expected = reference(*clone(inputs))
+        set_flags(matched)
         got = model_new(*clone(inputs))
         if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
             return False, float("inf"), f"trial {trial}: output shape or type differs"
@@ -126,6 +133,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     row: dict[str, Any] = {"status": "ok", "message": ""}
     started = time.monotonic()
     device = args.device
+    set_flags(STRICT_FP32)
     strict = precision_flags()
     try:
         candidate = import_file("independent_candidate", Path(args.candidate))

@@ -194,8 +194,18 @@ def library_may(event: str, args: tuple[Any, ...], library: FrameType,
         return len(args) > 1 and args[1] in library.f_code.co_names
     if event.startswith("ctypes."):
         return _uses_ctypes(library)
+    if event == "object.__setattr__":
+        return len(args) > 1 and args[1] == "__code__" and _defines(library, args[0])
     names = _OWN_NAMES.get(event)
     return names is not None and not names.isdisjoint(library.f_code.co_names)
+
+
+def _defines(library: FrameType, function: Any) -> bool:
+    """Was ``function`` defined in the library frame's own file? A library may swap the code of
+    its own functions (Dynamo relabels the warning wrappers it makes for a compiled frame),
+    never that of a function it was handed."""
+    code = getattr(function, "__code__", None)
+    return code is not None and code.co_filename == library.f_code.co_filename
 
 
 def _runs_candidate_code(function: Any, origins: Origins) -> bool:

@@ -84,8 +84,13 @@ def test_batch_comparison_on_cpu(tmp_path: Path) -> None:
     assert mutating["ours"]["status"] == "rejected" and mutating["as_expected"]
     assert mutating["independent"]["status"] == "ok"  # the simple harness does not look
     assert "pairs/min" in done.stdout
+    notes = tmp_path / "notes.toml"
+    notes.write_text('relu_inplace_input = "the simple harness does not check inputs"\n')
     report = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "agreement_table.py"), str(out)],
+        [sys.executable, str(ROOT / "benchmarks" / "agreement_table.py"), str(out),
+         "--notes", str(notes)],
         capture_output=True, text=True, timeout=60, check=True).stdout
     assert "- pairs measured: 2," in report
     assert "| diag_broadcast | ok | ok | ok |" in report
+    [mutating_line] = [ln for ln in report.splitlines() if ln.startswith("| relu_inplace_input")]
+    assert mutating_line.endswith("| the simple harness does not check inputs |")

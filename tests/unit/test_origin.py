@@ -49,7 +49,13 @@ def library(tmp_path: Path) -> Iterator[tuple[Guard, ModuleType]]:
         "def caller_name():\n"
         "    return sys._getframe(1).f_code.co_name\n"
         "def relay(function, *args):\n"
-        "    return function(*args)\n")
+        "    return function(*args)\n"
+        "def relabelled_wrapper(filename):\n"
+        "    wrapper = lambda: None\n"
+        "    wrapper.__code__ = wrapper.__code__.replace(co_filename=filename)\n"
+        "    return wrapper\n"
+        "def swap_code(function, code):\n"
+        "    function.__code__ = code\n")
     spec = importlib.util.spec_from_file_location("relay_library", lib / "relay_library.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -115,6 +121,23 @@ def test_library_may_grab_its_own_frames_for_the_candidate(
     with pytest.raises(PermissionError):
         module.relay(gc.get_objects)
     assert codes(guard.findings()) == {"gc_walk"}
+
+
+def test_a_library_may_swap_the_code_of_its_own_functions_only(
+        library: tuple[Guard, ModuleType]) -> None:
+    """torch.compile(mode="reduce-overhead") relabels a wrapper Dynamo made itself (that is its
+    business); a library handed a function to rewrite is only relaying for the candidate."""
+    guard, module = library
+    guard.lock_down()
+    assert module.relabelled_wrapper(__file__).__code__.co_filename == __file__
+    assert guard.findings() == []
+
+    def victim() -> int:
+        return 1
+
+    with pytest.raises(PermissionError, match="replaces a function's code object"):
+        module.swap_code(victim, (lambda: 2).__code__)
+    assert codes(guard.findings()) == {"patching"}
 
 
 def test_code_the_candidate_compiles_is_candidate_code(guard: Guard) -> None:
