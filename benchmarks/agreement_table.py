@@ -26,7 +26,13 @@ def load_rows(files: list[Path]) -> tuple[list[dict[str, Any]], float]:
         payload = json.loads(f.read_text(encoding="utf-8"))
         wall += payload.get("wall_s", 0.0)
         rows.update({r["name"]: r for r in payload["rows"]})
-    order = [p["name"] for p in tomllib.loads(MANIFEST.read_text(encoding="utf-8"))["pair"]]
+    pairs = tomllib.loads(MANIFEST.read_text(encoding="utf-8"))["pair"]
+    order = [p["name"] for p in pairs]
+    expected = {p["name"]: p.get("expected") for p in pairs}
+    for r in rows.values():  # the manifest's expectation now, not the one the run saw
+        if expected.get(r["name"]):
+            r["expected"] = expected[r["name"]]
+            r["as_expected"] = r["ours"]["status"] == r["expected"]
     ranked = sorted(rows.values(), key=lambda r: order.index(r["name"])
                     if r["name"] in order else len(order))
     return ranked, wall
