@@ -7,6 +7,8 @@
 #   corpus [OPTS...]    the real-kernel corpus beside the independent harness; a run cut by its
 #                       deadline prints the names it measured, for --skip-names in the next call
 #   throughput          a cold build, cached re-evaluations, candidates per minute
+#   latency [OPTS...]   does our clock charge candidates their host launch cost? (do_bench vs
+#                       Clock with a 100 MB and a 256 MB flush, host time per call)
 #   tests               pytest -m gpu
 # Run from the repository root on the GPU host. Wheels for the app's other dependencies (the
 # static gate needs tree-sitter) may be carried in .whl/: they are installed with pip into the
@@ -45,10 +47,13 @@ run_step() {
     throughput)
       timeout "$(left 5)" python3 benchmarks/evaluator_gpu.py --only compile throughput \
         --out "$OUT" 2>&1 | tee "$OUT/evaluator_gpu.log" | tail -25 ;;
+    latency)
+      timeout "$(left 5)" python3 benchmarks/launch_latency_gpu.py "$@" 2>&1 \
+        | tee "$OUT/launch_latency.md" | tail -20 ;;
     tests)
       timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -15 ;;
-    *) echo "unknown step $name: exploits | corpus | throughput | tests"; return 2 ;;
+    *) echo "unknown step $name: exploits | corpus | throughput | latency | tests"; return 2 ;;
   esac
 }
 args=()
