@@ -107,7 +107,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
-        if not self._authorized() or self._quirk_answered(faults_for(self.app.config, 0)):
+        if not self._authorized():
+            self._unauthorized()
+            return
+        faults = faults_for(self.app.config, 0)
+        if self._quirk_answers(faults):
+            self._answer_quirk(faults)
             return
         if path in {"/v1/models", "/models"} and self.app.config.models_status != 200:
             self.send_raw(self.app.config.models_status, "text/plain; charset=utf-8",
@@ -131,21 +136,25 @@ class _Handler(BaseHTTPRequestHandler):
         faults = faults_for(self.app.config, number)
         if faults.quirk == "hang_headers" and not self.app.pause(self.app.config.hang_s):
             return
+        # every request is recorded before it is answered: a client that has its answer may
+        # look at ``requests`` at once
         if not self._authorized():
             self._drain_body()
             self._record(number, None, faults, 401)
+            self._unauthorized()
             return
-        if self._quirk_answered(faults):
+        if self._quirk_answers(faults):
             self._drain_body()
             self._record(number, None, faults, 0)
+            self._answer_quirk(faults)
             return
         request: ChatRequest | None = None
         try:
             request = self._read_request()
             self._check(request, faults, number)
         except RequestError as exc:
-            self._send_json(exc.status, exc.body())
             self._record(number, request, faults, exc.status)
+            self._send_json(exc.status, exc.body())
             return
         self._record(number, request, faults, 200)
         if self.app.config.ignore_n:
@@ -159,22 +168,23 @@ class _Handler(BaseHTTPRequestHandler):
             self._complete(envelope, request, plans, faults)
 
     def _authorized(self) -> bool:
-        """False (after answering 401 as vLLM does) when the API key is required and wrong."""
+        """False when the API key is required and wrong (answered 401, as vLLM does)."""
         key = self.app.config.api_key
-        if not key or self.headers.get("Authorization", "") == f"Bearer {key}":
-            return True
-        self.send_raw(401, "application/json", json.dumps({"error": "Unauthorized"}).encode())
-        return False
+        return not key or self.headers.get("Authorization", "") == f"Bearer {key}"
 
-    def _quirk_answered(self, faults: Faults) -> bool:
-        """True when the request's quirk answered it whole (not OpenAI at all)."""
-        if faults.quirk in STREAM_QUIRKS or faults.quirk in {"none", "hang_headers"}:
-            return False
+    def _unauthorized(self) -> None:
+        self.send_raw(401, "application/json", json.dumps({"error": "Unauthorized"}).encode())
+
+    @staticmethod
+    def _quirk_answers(faults: Faults) -> bool:
+        """Does the request's quirk answer it whole (not OpenAI at all)?"""
+        return faults.quirk not in STREAM_QUIRKS and faults.quirk not in {"none", "hang_headers"}
+
+    def _answer_quirk(self, faults: Faults) -> None:
         if faults.quirk == "drop":
             self._cut()
-            return True
-        answer(faults.quirk, self, self.app.config.retry_after)
-        return True
+        else:
+            answer(faults.quirk, self, self.app.config.retry_after)
 
     def send_raw(self, status: int, content_type: str, body: bytes,
                  headers: dict[str, str] | None = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -17,7 +18,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv holding only our wheel; its dependencies come from the system site."""
+    """A venv holding only our wheel; its dependencies are the test environment's own (a
+    ``.pth`` names that site-packages: the base interpreter's site may lack them)."""
     work = tmp_path_factory.mktemp("wheel")
     dist = work / "dist"
     subprocess.run(
@@ -26,7 +28,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (wheel,) = dist.glob("cudal1_tui-*.whl")
     env_dir = work / "venv"
-    venv.EnvBuilder(with_pip=False, system_site_packages=True).create(env_dir)
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    (site,) = (env_dir / "lib").glob("python*/site-packages")
+    deps = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    (site / "test_dependencies.pth").write_text("\n".join(deps) + "\n", encoding="utf-8")
     python = env_dir / "bin" / "python"
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
