@@ -90,7 +90,8 @@ def main() -> int:
                         help="TOML: pair name = the reason found for its gap or verdict")
     args = parser.parse_args()
     rows, wall = load_rows(args.files)
-    notes = tomllib.loads(args.notes.read_text(encoding="utf-8")) if args.notes else {}
+    notes = {name: str(reason) for name, reason in
+             tomllib.loads(args.notes.read_text(encoding="utf-8")).items()} if args.notes else {}
     print("\n".join(summary(rows, wall)))
     print()
     print("| pair | expected | ours | independent | ours ms ref / cand | independent ms ref / "
@@ -98,7 +99,7 @@ def main() -> int:
           "| within 10 % | reason found |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(line(r, {k: str(v) for k, v in notes.items()}))
+        print(line(r, notes))
     return 0
 
 

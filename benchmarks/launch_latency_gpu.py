@@ -10,7 +10,8 @@ longer by about each candidate's host cost per call (+40 us Triton, +0.12 ms Ind
 ``triton.testing.do_bench`` never syncs between calls and flushes 256 MB. For each pair and side
 this prints, in one plain process (no guard, no sandbox):
 
-* ``do_bench``: ``triton.testing.do_bench`` median (CUDA only);
+* ``do_bench``: ``triton.testing.do_bench`` median, through the independent harness's
+  ``bench`` (CUDA only);
 * ``clock``: ``cudal1_evaluator.common.timing.Clock.time_call(flush=True)`` median, as shipped;
 * ``clock_256MB``: the same with a 256 MB flush buffer, as do_bench's;
 * ``host``: the host time of one call right after a device sync (launch cost, no GPU wait).
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 import tomllib
 from collections.abc import Callable
@@ -36,7 +38,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from compare_gpu import shrink_for_cpu  # noqa: E402
-from independent_harness import STRICT_FP32, build_models, import_file, set_flags  # noqa: E402
+from independent_harness import (  # noqa: E402
+    STRICT_FP32,
+    bench,
+    build_models,
+    import_file,
+    set_flags,
+    to_device,
+)
 
 from cudal1_evaluator.common.timing import Clock  # noqa: E402
 
@@ -63,19 +72,13 @@ def median_host(clock: Clock, fn: Call, calls: int) -> float:
     return statistics.median(samples)
 
 
-def do_bench(fn: Call, device: torch.device) -> float | None:
-    if device.type != "cuda":
-        return None
-    import triton.testing
-
-    return float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
-
-
 def measure(name: str, fn: Call, device: torch.device, calls: int) -> dict[str, Any]:
     clock = Clock(device)
-    row: dict[str, Any] = {"side": name, "do_bench": do_bench(fn, device),
+    on_cuda = device.type == "cuda"
+    row: dict[str, Any] = {"side": name,
+                           "do_bench": bench(fn, str(device), 200) if on_cuda else None,
                            "clock": median_clock(clock, fn, calls)}
-    if device.type == "cuda":
+    if on_cuda:
         clock._flush_buf = torch.empty((256 << 20) // 4, dtype=torch.int32, device=device)
         row["clock_256MB"] = median_clock(clock, fn, calls)
     row["host"] = median_host(clock, fn, calls)
@@ -83,18 +86,17 @@ def measure(name: str, fn: Call, device: torch.device, calls: int) -> dict[str, 
 
 
 def pair_rows(meta: dict[str, Any], device: torch.device, calls: int) -> list[dict[str, Any]]:
-    problem_file = ROOT / meta["problem"]
-    text = problem_file.read_text(encoding="utf-8")
+    text = (ROOT / meta["problem"]).read_text(encoding="utf-8")
     if device.type == "cpu":
         text = shrink_for_cpu(text)
-    shrunk = Path("/tmp") / f"latency_{meta['name']}_problem.py"
+    shrunk = Path(tempfile.mkdtemp(prefix="latency-")) / f"{meta['name']}_problem.py"
     shrunk.write_text(text, encoding="utf-8")
     set_flags(STRICT_FP32)
     candidate = import_file(f"latency_{meta['name']}_candidate", ROOT / meta["candidate"])
     problem = import_file(f"latency_{meta['name']}_problem", shrunk)
     reference, model_new = build_models(problem, candidate, str(device))
     torch.manual_seed(0)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+    inputs = to_device(problem.get_inputs(), str(device))
     with torch.no_grad():
         model_new(*inputs)  # lazy builds, compilation, graph capture
         return [{"pair": meta["name"], **measure(side, lambda m=model: m(*inputs), device, calls)}

@@ -62,9 +62,9 @@ def test_the_client_streams_and_reports_the_servers_usage(served: TransformersSe
     assert not done.usage.estimated  # the server's own counts
     assert 0 < done.usage.completion_tokens <= MAX_TOKENS and done.usage.prompt_tokens > 0
     assert done.first_token_s is not None and done.first_token_s <= done.elapsed_s
-    # transformers serve before 5.x answered /v1/models with HTTP 500 for a model outside the
-    # HF cache (later ones list it): the named model is used anyway, and why the list failed
-    # is kept for doctor.
+    # Some versions of transformers serve answer /v1/models with HTTP 500 for a model outside
+    # the HF cache (5.24 lists it): the named model is used anyway, and why the list failed is
+    # kept for doctor.
     if models_status(served) == 500:
         assert "HTTP 500" in client.models_problem
     else:
