@@ -56,10 +56,10 @@ class Clock:
 
     On CUDA each call is bracketed by a start event, an end event recorded as soon as the
     call returns (``fast``), and a second end event recorded after a device-wide sync
-    (``synced``). ``synced - fast`` is a near-constant host latency, calibrated at start-up;
-    when it is clearly larger, work outlived the timing stream (side streams) and the
-    sample becomes ``synced`` less that latency plus the head start, during which such work
-    may already have run, so it always counts in full.
+    (``synced``). When the device-wide sync still had to wait after the timing stream was
+    done, work outlived that stream (side streams) and the sample becomes ``synced`` less
+    the calibrated sync latency, plus the head start, during which such work may already
+    have run, so it always counts in full.
     """
 
     def __init__(self, device: torch.device, hold_ms: float = HOLD_MS) -> None:
@@ -93,17 +93,20 @@ class Clock:
         self.calibrate()
 
     def calibrate(self) -> None:
-        """Measure the host latency between the end event and the synced end event, and
-        the spin cycles that make the head start.
+        """Measure the host latency between the end event and the synced end event, what a
+        device-wide sync costs when nothing is left to wait for, and the spin cycles that
+        make the head start.
 
         Call it again right before timing, under the same conditions (audit hooks,
         threads) as the timed calls, so a slower host path is not taken for late work.
         """
         if not self.is_cuda:
             return
-        gaps = sorted(self._events_call(lambda: self._zero(self._tiny))[1] for _ in range(40))
+        runs = [self._events_call(lambda: self._zero(self._tiny)) for _ in range(40)]
+        gaps = sorted(r[1] for r in runs)
+        waits = sorted(r[4] for r in runs)
         self.gap_median_ms = gaps[len(gaps) // 2]
-        self.gap_limit_ms = 1.5 * gaps[int(len(gaps) * 0.9)] + 0.02
+        self.wait_limit_ms = 1.5 * waits[int(len(waits) * 0.9)] + 0.02
         self._hold_cycles = self._cycles_for(self.hold_ms) if self.hold_ms > 0 else 0
 
     def _cycles_for(self, ms: float) -> int:
@@ -135,12 +138,16 @@ class Clock:
         self.sync()
 
     def _events_call(self, fn: Callable[[], Any], flush: bool = False, hold: int = 0
-                     ) -> tuple[float, float, Any, float | None]:
-        """(fast ms, synced - fast ms, output, host ms when the call returned before the
-        GPU reached its start event, else None).
+                     ) -> tuple[float, float, Any, float | None, float]:
+        """(fast ms, synced - fast ms, output, host ms when the call returned before the GPU
+        reached its start event else None, host ms the device-wide sync still waited after
+        the timing stream was done).
 
         The flush and the head start (``hold`` spin cycles) are queued without waiting:
-        while the GPU runs them, the host queues the start event and the call.
+        while the GPU runs them, the host queues the start event and the call. Whether work
+        outlived the timing stream is read from that last wait, a host interval of a few
+        microseconds when nothing is left: a busy host (a compiler on every core) stretches
+        the gap between the GPU timestamps, and would pass for late work.
         """
         start, end, end_synced = self._events
         self._device_sync()
@@ -154,19 +161,22 @@ class Clock:
         host_ms = (self._perf() - began) / 1e6
         ahead = not self._query(start)
         self._record(end, self._stream)
+        self._event_sync(end)
+        waited = self._perf()
         self._device_sync()
+        wait_ms = (self._perf() - waited) / 1e6
         self._record(end_synced, self._stream)
         self._event_sync(end_synced)
         fast = float(self._elapsed(start, end))
         return (fast, float(self._elapsed(start, end_synced)) - fast, out,
-                host_ms if ahead else None)
+                host_ms if ahead else None, wait_ms)
 
     def time_call(self, fn: Callable[[], Any], *, flush: bool = False) -> tuple[float, Any]:
         """(milliseconds, output) of one call, from a cold cache with ``flush``; on CUDA,
         device-wide work counts, and so does host time the head start hid."""
         if self.is_cuda:
-            fast, gap, out, host_ms = self._events_call(fn, flush, self._hold_cycles)
-            self.last_late = gap > self.gap_limit_ms
+            fast, gap, out, host_ms, wait_ms = self._events_call(fn, flush, self._hold_cycles)
+            self.last_late = wait_ms > self.wait_limit_ms
             ms = fast + gap - self.gap_median_ms + self.hold_ms if self.last_late else fast
             return (ms if host_ms is None else max(ms, host_ms)), out
         if flush:
