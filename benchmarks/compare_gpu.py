@@ -23,6 +23,7 @@ On ``--device cpu`` problems run at their ``# cpu-sizes``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -113,10 +114,8 @@ def lower_priority() -> None:
     """Nice this build thread, so the compilers it starts (they inherit a thread's nice
     value) yield the cores to the processes being timed: a timed process that loses its core
     in the middle of a call stretches that sample."""
-    try:
+    with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 15)
-    except OSError:
-        pass
 
 
 def gate_verdict(pair: Pair, problem_source: str) -> dict[str, Any] | None:
