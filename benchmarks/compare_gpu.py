@@ -110,6 +110,15 @@ def make_job(pair: Pair, problem_source: str, args: argparse.Namespace, arch: st
                build_dir=str(args.build_root), cuda_arch=arch)
 
 
+NATIVE_BUILD = re.compile(r"load_inline|cpp_extension|\bload\(")
+
+
+def compiles_native(pair: Pair) -> bool:
+    """Whether the candidate builds an extension: those builds are queued last, so the pool's
+    workers are not all held by nvcc while the plain pairs wait to be measured."""
+    return bool(NATIVE_BUILD.search(pair.candidate.read_text(encoding="utf-8")))
+
+
 def lower_priority() -> None:
     """Nice this build thread, so the compilers it starts (they inherit a thread's nice
     value) yield the cores to the processes being timed: a timed process that loses its core
@@ -287,7 +296,7 @@ def main() -> int:
     builds: dict[str, Future[BuildOutcome]] = {
         p.name: pool.submit(build, replace(make_job(p, sources[p.name], args, arch),
                                            timeout_s=args.build_timeout), cancel=stop)
-        for p in pairs}
+        for p in sorted(pairs, key=compiles_native)}
     by_name = {p.name: p for p in pairs}
     try:
         # in the order the builds finish: plain-PyTorch pairs are measured while nvcc runs
