@@ -209,6 +209,42 @@ def test_clock_counts_side_stream_work_and_agrees_with_do_bench() -> None:
     assert abs(ours - bench) / bench < 0.05
 
 
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_head_start_hides_launch_cost_but_not_host_work() -> None:
+    """0.1 ms of host work before a 1 ms kernel is hidden by the head start; 2 ms of host work
+    before a tiny kernel is not (the GPU waits for it inside the timed region)."""
+    device = torch.device("cuda")
+    a = torch.randn(2048, 2048, device=device)
+    v = torch.randn(1024, device=device)
+    clock, plain = Clock(device), Clock(device, hold_ms=0.0)
+
+    def kernel_only() -> torch.Tensor:
+        return a @ a
+
+    def launch_then_kernel() -> torch.Tensor:
+        _busy(1e-4)
+        return a @ a
+
+    def host_heavy() -> torch.Tensor:
+        _busy(2e-3)
+        return v * 2
+
+    base = _median_ms(clock, kernel_only)
+    hidden = _median_ms(clock, launch_then_kernel)
+    exposed = _median_ms(plain, launch_then_kernel)
+    heavy = _median_ms(clock, host_heavy)
+    print(f"kernel {base:.4f} ms; +0.1 ms host: {hidden:.4f} ms with the head start, "
+          f"{exposed:.4f} ms without; 2 ms host + tiny kernel: {heavy:.4f} ms")
+    assert abs(hidden - base) < 0.03 * base + 0.01
+    assert exposed > hidden + 0.03
+    assert heavy > 1.5
+
+
 def test_the_profiler_pass_runs_in_its_own_warm_child(build_dir: Path) -> None:
     from cudal1_evaluator.parent import warm
 
