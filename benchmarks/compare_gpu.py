@@ -12,7 +12,8 @@ harness, in the same run, one row per pair.
 2. as each build finishes (in the order they finish, so plain-PyTorch pairs are measured
    while nvcc runs), ``cudal1_evaluator.launch.evaluate`` on the device, then
    ``benchmarks/independent_harness.py`` in a fresh ``python`` process (same build cache, same
-   ``TORCH_CUDA_ARCH_LIST``, so it compiles nothing either);
+   ``TORCH_CUDA_ARCH_LIST``, so it compiles nothing either), started while our evaluation
+   runs and told its pair on stdin, so its torch import costs the batch nothing;
 3. a JSON file with one row per pair and a table; pairs per minute at the end.
 
 Needs only torch (+ triton on CUDA) and the repository on PYTHONPATH. The static gate's verdict
@@ -148,28 +149,56 @@ def keyed_build_dir(pair: Pair, args: argparse.Namespace, arch: str) -> Path:
     return Path(args.build_root) / key
 
 
-def independent(pair: Pair, problem_file: Path, args: argparse.Namespace, arch: str
-                ) -> dict[str, Any]:
+class NextHarness:
+    """The next pair's independent-harness process, started ahead so its torch import overlaps
+    our evaluation of that pair; it learns its pair on stdin, so each pair still gets a fresh
+    process of its own."""
+
+    def __init__(self, arch: str) -> None:
+        self._env = dict(os.environ) | ({"TORCH_CUDA_ARCH_LIST": arch} if arch else {})
+        self._proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        if self._proc is None:
+            self._proc = subprocess.Popen(
+                [sys.executable, str(HARNESS), "--args-from-stdin"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self._env)
+
+    def take(self) -> subprocess.Popen[str]:
+        self.start()
+        proc, self._proc = self._proc, None
+        assert proc is not None
+        return proc
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.communicate()
+            self._proc = None
+
+
+def independent(pair: Pair, problem_file: Path, args: argparse.Namespace, arch: str,
+                harness: NextHarness) -> dict[str, Any]:
     """The independent harness in a fresh process, reusing the pair's build cache."""
-    env = dict(os.environ)
+    env: dict[str, str] = {}
     keyed = keyed_build_dir(pair, args, arch)
     if keyed.is_dir():
         env["TORCH_EXTENSIONS_DIR"] = str(keyed / "torch_extensions")
         env["TRITON_CACHE_DIR"] = str(keyed / "triton")
         env["TORCHINDUCTOR_CACHE_DIR"] = str(keyed / "inductor")
-    if arch:
-        env["TORCH_CUDA_ARCH_LIST"] = arch
     out = args.build_root / f"{pair.name}.independent.json"
-    cmd = [sys.executable, str(HARNESS), str(problem_file), str(pair.candidate),
-           "--device", args.device, "--budget-ms", str(int(args.budget * 100)),
-           "--out", str(out)]
+    argv = [str(problem_file), str(pair.candidate), "--device", args.device,
+            "--budget-ms", str(int(args.budget * 100)), "--out", str(out)]
+    proc = harness.take()
     try:
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                              timeout=args.timeout, check=False)
+        stdout, stderr = proc.communicate(json.dumps({"argv": argv, "env": env}) + "\n",
+                                          timeout=args.timeout)
     except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
         return {"status": "timeout", "message": f"no result within {args.timeout:g} s"}
-    if done.returncode != 0 or not out.exists():
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+    if proc.returncode != 0 or not out.exists():
+        tail = (stderr or stdout).strip().splitlines()[-3:]
         return {"status": "runtime_error", "message": " | ".join(tail)}
     row: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     row["reused_build"] = keyed.is_dir()  # else it compiled for itself, outside the timing
@@ -207,14 +236,15 @@ def compare(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_pair(pair: Pair, built: BuildOutcome, problem_source: str, problem_file: Path,
-             args: argparse.Namespace, arch: str) -> dict[str, Any]:
+             args: argparse.Namespace, arch: str, harness: NextHarness) -> dict[str, Any]:
     started = time.monotonic()
+    harness.start()  # its torch import overlaps our evaluation
     job = make_job(pair, problem_source, args, arch)
     # as the engine does: a build that failed for good is the verdict, nothing is re-built
     result = (build_verdict(job, built, []) if built.status in FINAL_BUILD_STATUSES
               else evaluate(job))
     ours = our_row(result, built)
-    theirs = independent(pair, problem_file, args, arch)
+    theirs = independent(pair, problem_file, args, arch, harness)
     expected_key = "expected" if args.device.startswith("cuda") else "expected_cpu"
     expected = pair.meta.get(expected_key) or pair.meta.get("expected")
     return {"name": pair.name, "tags": pair.meta.get("tags", []),
@@ -298,6 +328,7 @@ def main() -> int:
                                            timeout_s=args.build_timeout), cancel=stop)
         for p in sorted(pairs, key=compiles_native)}
     by_name = {p.name: p for p in pairs}
+    harness = NextHarness(arch)
     try:
         # in the order the builds finish: plain-PyTorch pairs are measured while nvcc runs
         for i, done in enumerate(as_completed(builds.values()), 1):
@@ -310,7 +341,8 @@ def main() -> int:
                       flush=True)
                 break
             built = done.result()
-            row = run_pair(pair, built, sources[pair.name], files[pair.name], args, arch)
+            row = run_pair(pair, built, sources[pair.name], files[pair.name], args, arch,
+                           harness)
             rows.append(row)
             print(f"[{i}/{len(pairs)}] {pair.name}: ours "
                   f"{row['ours']['status']} "
@@ -320,6 +352,7 @@ def main() -> int:
                   flush=True)
             write(args.out, args.device, arch, rows, time.monotonic() - started, done=False)
     finally:
+        harness.close()
         stop.set()  # builds still running are cancelled (their children killed)
         pool.shutdown(wait=True, cancel_futures=True)
     wall = time.monotonic() - started

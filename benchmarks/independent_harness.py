@@ -1,6 +1,12 @@
 """An independent, deliberately simple harness: one (problem, candidate) pair, one process.
 
     python benchmarks/independent_harness.py PROBLEM.py CANDIDATE.py --device cuda --out row.json
+    python benchmarks/independent_harness.py --args-from-stdin   # told its pair later
+
+With ``--args-from-stdin`` the process imports torch, then waits for one line of JSON,
+``{"argv": [the arguments above], "env": {variables to set first}}``: a batch can start the
+next pair's process (and its torch import) while the current pair is measured, and each pair
+still gets a fresh process of its own.
 
 Written to share nothing with ``evaluator/``: no guard, no sandbox, no poisoning, no
 interleaving. What it does is what a careful person would do by hand:
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import sys
 import time
@@ -177,16 +184,35 @@ def _short(exc: BaseException) -> str:
     return "".join(lines).strip()[-2000:]
 
 
+def parser() -> argparse.ArgumentParser:
+    made = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    made.add_argument("problem")
+    made.add_argument("candidate")
+    made.add_argument("--device", default="cuda")
+    made.add_argument("--trials", type=int, default=3)
+    made.add_argument("--tolerance", choices=sorted(TOLERANCE), default="strict")
+    made.add_argument("--budget-ms", type=int, default=100)
+    made.add_argument("--out", type=Path, required=True)
+    return made
+
+
+def args_from_stdin() -> argparse.Namespace | None:
+    """The pair's arguments and environment from one JSON line; None when stdin closes."""
+    line = sys.stdin.readline()
+    if not line.strip():
+        return None
+    told = json.loads(line)
+    os.environ.update({str(k): str(v) for k, v in told.get("env", {}).items()})
+    return parser().parse_args([str(a) for a in told["argv"]])
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("problem")
-    parser.add_argument("candidate")
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--tolerance", choices=sorted(TOLERANCE), default="strict")
-    parser.add_argument("--budget-ms", type=int, default=100)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+    if sys.argv[1:] == ["--args-from-stdin"]:
+        args = args_from_stdin()
+        if args is None:
+            return 0
+    else:
+        args = parser().parse_args()
     args.out.write_text(json.dumps(run(args), indent=1), encoding="utf-8")
     return 0
 
