@@ -8,7 +8,7 @@
 #                       deadline prints the names it measured, for --skip-names in the next call
 #   throughput          a cold build, cached re-evaluations, candidates per minute
 #   latency [OPTS...]   does our clock charge candidates their host launch cost? (do_bench vs
-#                       Clock with a 100 MB and a 256 MB flush, host time per call)
+#                       Clock with and without its head start, a 256 MB flush, host time)
 #   tests               pytest -m gpu
 # Run from the repository root on the GPU host. Wheels for the app's other dependencies (the
 # static gate needs tree-sitter) may be carried in .whl/: they are installed with pip into the

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -49,6 +49,14 @@ def _llc_bytes() -> int:
         if digits.isdigit():
             best = max(best, int(digits) * scale)
     return min(best or 32 * 2**20, 256 * 2**20)
+
+
+class _EventsCall(NamedTuple):
+    fast_ms: float  # start event to the end event recorded when the call returned
+    gap_ms: float  # end event to the end event recorded after a device-wide sync
+    out: Any
+    host_ahead_ms: float | None  # host time of a call that returned before the GPU reached it
+    wait_ms: float  # host time the device-wide sync still waited once the timing stream was done
 
 
 class Clock:
@@ -103,8 +111,8 @@ class Clock:
         if not self.is_cuda:
             return
         runs = [self._events_call(lambda: self._zero(self._tiny)) for _ in range(40)]
-        gaps = sorted(r[1] for r in runs)
-        waits = sorted(r[4] for r in runs)
+        gaps = sorted(r.gap_ms for r in runs)
+        waits = sorted(r.wait_ms for r in runs)
         self.gap_median_ms = gaps[len(gaps) // 2]
         self.wait_limit_ms = 1.5 * waits[int(len(waits) * 0.9)] + 0.02
         self._hold_cycles = self._cycles_for(self.hold_ms) if self.hold_ms > 0 else 0
@@ -113,15 +121,7 @@ class Clock:
         """Spin cycles that take ``ms`` at the GPU's current clock (median of 5 tries, after
         one that lets the clock rise)."""
         probe = 200_000
-        start, end, _ = self._events
-        took = []
-        for _ in range(6):
-            self._device_sync()
-            self._record(start, self._stream)
-            self._spin(probe)
-            self._record(end, self._stream)
-            self._event_sync(end)
-            took.append(float(self._elapsed(start, end)))
+        took = [self._events_call(lambda: self._spin(probe)).fast_ms for _ in range(6)]
         per_ms = probe / max(sorted(took[1:])[2], 1e-3)
         return max(1, int(per_ms * ms))
 
@@ -138,10 +138,8 @@ class Clock:
         self.sync()
 
     def _events_call(self, fn: Callable[[], Any], flush: bool = False, hold: int = 0
-                     ) -> tuple[float, float, Any, float | None, float]:
-        """(fast ms, synced - fast ms, output, host ms when the call returned before the GPU
-        reached its start event else None, host ms the device-wide sync still waited after
-        the timing stream was done).
+                     ) -> _EventsCall:
+        """One call between events (see ``_EventsCall``).
 
         The flush and the head start (``hold`` spin cycles) are queued without waiting:
         while the GPU runs them, the host queues the start event and the call. Whether work
@@ -168,17 +166,21 @@ class Clock:
         self._record(end_synced, self._stream)
         self._event_sync(end_synced)
         fast = float(self._elapsed(start, end))
-        return (fast, float(self._elapsed(start, end_synced)) - fast, out,
-                host_ms if ahead else None, wait_ms)
+        return _EventsCall(fast, float(self._elapsed(start, end_synced)) - fast, out,
+                           host_ms if ahead else None, wait_ms)
 
     def time_call(self, fn: Callable[[], Any], *, flush: bool = False) -> tuple[float, Any]:
         """(milliseconds, output) of one call, from a cold cache with ``flush``; on CUDA,
         device-wide work counts, and so does host time the head start hid."""
         if self.is_cuda:
-            fast, gap, out, host_ms, wait_ms = self._events_call(fn, flush, self._hold_cycles)
-            self.last_late = wait_ms > self.wait_limit_ms
-            ms = fast + gap - self.gap_median_ms + self.hold_ms if self.last_late else fast
-            return (ms if host_ms is None else max(ms, host_ms)), out
+            call = self._events_call(fn, flush, self._hold_cycles)
+            self.last_late = call.wait_ms > self.wait_limit_ms
+            ms = call.fast_ms
+            if self.last_late:
+                ms += call.gap_ms - self.gap_median_ms + self.hold_ms
+            if call.host_ahead_ms is not None:
+                ms = max(ms, call.host_ahead_ms)
+            return ms, call.out
         if flush:
             self._zero(self._flush_buf)
         t0 = self._perf()
