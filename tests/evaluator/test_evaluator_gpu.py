@@ -216,7 +216,7 @@ def _busy(seconds: float) -> None:
 
 
 def test_head_start_hides_launch_cost_but_not_host_work() -> None:
-    """0.1 ms of host work before a 1 ms kernel is hidden by the head start; 2 ms of host work
+    """0.1 ms of host work before a 2048² matmul is hidden by the head start; 2 ms of host work
     before a tiny kernel is not (the GPU waits for it inside the timed region)."""
     device = torch.device("cuda")
     a = torch.randn(2048, 2048, device=device)
