@@ -17,7 +17,7 @@ from types import ModuleType
 
 import torch
 
-from cudal1_evaluator.candidate_side import integrity, lazy_builds
+from cudal1_evaluator.candidate_side import integrity, lazy_builds, stable_sources
 from cudal1_evaluator.common.harness import describe_exception, load_source
 from cudal1_evaluator.parent import build_cache as build
 from cudal1_evaluator.schema import BuildOutcome, Job
@@ -40,6 +40,7 @@ def run(job: Job) -> BuildOutcome:
     if bdir.cached:
         return BuildOutcome(ok=True, cached=True, message="already built")
     workdir = Path(tempfile.mkdtemp(prefix="eval-build-"))
+    stable_sources.install(bdir.path)  # the worker will build from the same paths
     # the worker's guard, as during its build phase: the candidate's module-level code may
     # write only into its own build dir and the temp dir, and spawns no processes of its own
     guard = integrity.install_guards([str(bdir.path), str(workdir)])

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from cudal1_evaluator.candidate_side import checks, integrity
+from cudal1_evaluator.candidate_side import checks, integrity, stable_sources
 from cudal1_evaluator.candidate_side.build_child import build_dir_of
 from cudal1_evaluator.common.compare import as_tensors, describe_tolerance
 from cudal1_evaluator.common.harness import Harness, SetupError, load_source
@@ -82,6 +82,7 @@ class Worker:
         self._copy, self._burst, self._memmove = torch.Tensor.copy_, burst, ctypes.memmove
         self.bdir = build_dir_of(self.job, self.h.device)
         self.build_path = str(self.bdir.path)
+        stable_sources.install(self.bdir.path)  # the build stage's paths: its build is reused
         # writes only to this candidate's own build dir: never into another's cached build
         self.guard = integrity.install_guards([self.build_path, str(self.h.workdir)])
         # bound methods: patching the Guard class later does not reach these

@@ -6,6 +6,9 @@ protocol (``cudal1_evaluator.wire.talk``) and collects ``Evidence``: what the re
 timed, and the worker's raw times bracketed by the parent's clock. The worker is stopped
 (SIGSTOP on its process group) whenever it is not serving a request, so nothing it leaves
 running competes with the referee, and the referee freezes its outputs the moment it stops.
+The referee is stopped in turn while the worker serves one: its idle OpenMP threads spin for
+milliseconds after each parallel op, and on a small host that spin took a core from the
+worker's cache flush, which the wall-clock cross-check then read as the candidate's.
 """
 
 from __future__ import annotations
@@ -83,6 +86,12 @@ class Running:
         return self.outcome is None and self.child.alive()
 
 
+def _signal(running: Running, sig: signal.Signals) -> None:
+    """SIGSTOP or SIGCONT to a child's whole process group (its threads and helpers)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(running.child.proc.pid, sig)
+
+
 def _seed() -> int:
     return int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
 
@@ -112,8 +121,10 @@ class Conductor:
             raise
 
     def _ask_worker(self, message: Mapping[str, object]) -> tuple[Reply, float]:
-        """(reply, parent wall ms from send to reply); the worker runs only inside this."""
-        self._signal_worker(signal.SIGCONT)
+        """(reply, parent wall ms from send to reply); the worker runs only inside this,
+        and only the worker: the referee is stopped meanwhile."""
+        _signal(self.ref, signal.SIGSTOP)
+        _signal(self.wrk, signal.SIGCONT)
         try:
             started = time.perf_counter_ns()
             reply = self.wrk.peer.request(message, self.job.timeout_s, self.wrk.alive)
@@ -122,12 +133,9 @@ class Conductor:
             self.ev.protocol_error = self.ev.protocol_error or str(exc)
             raise
         finally:
-            self._signal_worker(signal.SIGSTOP)
+            _signal(self.wrk, signal.SIGSTOP)
+            _signal(self.ref, signal.SIGCONT)
         return reply, wall_ms
-
-    def _signal_worker(self, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.wrk.child.proc.pid, sig)
 
     def _new_sets(self, count: int, copies: int) -> tuple[list[int], dict[str, SlotDesc]]:
         ids = list(range(self._next_id, self._next_id + count))
@@ -302,7 +310,7 @@ class Conductor:
     def finish(self) -> None:
         for running in (self.ref, self.wrk):
             if running is self.wrk:
-                self._signal_worker(signal.SIGCONT)
+                _signal(self.wrk, signal.SIGCONT)
             with contextlib.suppress(PeerGone):
                 running.peer.send({"op": "finish"})
 

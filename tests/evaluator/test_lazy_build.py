@@ -60,6 +60,29 @@ class ModelNew(nn.Module):
         return self.ext.scale_rows(A, B)
 '''
 
+TEMP_FILE = '''
+import os
+import tempfile
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load
+''' + KERNEL + '''
+_dir = tempfile.mkdtemp(prefix="scale_rows_")
+with open(os.path.join(_dir, "scale_rows.h"), "w") as fh:
+    fh.write(SOURCE)
+with open(os.path.join(_dir, "scale_rows.cpp"), "w") as fh:
+    fh.write('#include <torch/extension.h>\\n#include "scale_rows.h"\\n'
+             'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("scale_rows", &scale_rows); }\\n')
+ext = load(name="lazy_file_ext", sources=[os.path.join(_dir, "scale_rows.cpp")],
+           extra_cflags=["-O0"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        return ext.scale_rows(A, B)
+'''
+
 
 def shared_objects(build_dir: Path) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for p in build_dir.rglob("*.so")}
@@ -67,7 +90,8 @@ def shared_objects(build_dir: Path) -> dict[Path, int]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("candidate", "ext_name"), [(IN_INIT, "lazy_init_ext"),
-                                                      (IN_FORWARD, "lazy_forward_ext")])
+                                                      (IN_FORWARD, "lazy_forward_ext"),
+                                                      (TEMP_FILE, "lazy_file_ext")])
 def test_lazy_extension_is_built_by_the_build_stage(tmp_path: Path, candidate: str,
                                                     ext_name: str) -> None:
     the_job = job(DIAG_PROBLEM, candidate, tmp_path, strict_threshold=1e9)

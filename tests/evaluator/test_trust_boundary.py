@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,62 @@ def test_cuda_ipc_round_trip_across_processes(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=120, check=True)
     assert float(out.stdout.strip()) == 66.0
     assert torch.equal(mine, value * 2)
+
+
+def _process_state(pid: int, want: str = "T") -> str:
+    """The state from /proc (R, S, T for stopped, ...), polled a moment for ``want``: a
+    signal is delivered asynchronously."""
+    import time
+
+    deadline = time.monotonic() + 2.0
+    while True:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        state = stat.rsplit(")", 1)[1].split()[0]  # the field after "(comm)"
+        if state == want or time.monotonic() > deadline:
+            return state
+        time.sleep(0.01)
+
+
+def test_each_child_runs_alone_while_the_other_serves_a_request(tmp_path: Path) -> None:
+    """The worker is stopped while the referee works, and the referee while the worker
+    works: an idle child's spinning threads never take a core from the one being timed."""
+    import signal
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from cudal1_evaluator.parent.conduct import Conductor, Running
+
+    def child() -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                                start_new_session=True)
+
+    class StateSeen:
+        """A peer that answers at once and records the other child's state meanwhile."""
+
+        def __init__(self) -> None:
+            self.other_pid, self.seen = 0, ""
+
+        def request(self, message: object, timeout_s: float, alive: object) -> dict[str, str]:
+            self.seen = _process_state(self.other_pid)
+            return {}
+
+    procs = [child(), child()]
+    try:
+        ref_peer, wrk_peer = StateSeen(), StateSeen()
+        ref_peer.other_pid, wrk_peer.other_pid = procs[1].pid, procs[0].pid
+        referee = Running(SimpleNamespace(proc=procs[0], alive=lambda: True), ref_peer)  # type: ignore[arg-type]
+        worker = Running(SimpleNamespace(proc=procs[1], root=tmp_path,  # type: ignore[arg-type]
+                                         alive=lambda: True), wrk_peer)
+        os.killpg(procs[1].pid, signal.SIGSTOP)  # as launched: the worker waits stopped
+        conductor = Conductor(_job(LINEAR_PROBLEM, ""), referee, worker, None)
+        conductor._ask_worker({"op": "map", "slots": {}})
+        assert wrk_peer.seen == "T"  # the referee was stopped while the worker served
+        assert _process_state(procs[0].pid, "S") == "S"  # and runs (sleeps) again afterwards
+        assert _process_state(procs[1].pid) == "T"  # the worker waits stopped
+        conductor._ask_referee({"op": "release", "sets": []})
+        assert ref_peer.seen == "T"  # the worker was stopped while the referee served
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
