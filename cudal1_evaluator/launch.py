@@ -169,7 +169,8 @@ def _reuse_alone(job: Job) -> Callable[[dict[str, Any]], tuple[list[Burst], floa
     return lookup
 
 
-def _converse(cond: conduct.Conductor, job: Job) -> None:
+def _converse(cond: conduct.Conductor, job: Job,
+              start_referee: Callable[[], conduct.Running]) -> None:
     """The schedule: referee setup and the reference alone, build, trials, timed rounds."""
     with contextlib.suppress(PeerGone):
         cond.start(_reuse_alone(job))
@@ -180,18 +181,23 @@ def _converse(cond: conduct.Conductor, job: Job) -> None:
         ev = cond.ev
         if ev.trials and all(t.ok for t in ev.trials) and \
                 not any(f.severity == "reject" for f in ev.flags):
-            cond.timing(precision.matched_differs(ev.precision))
+            matched = precision.matched_differs(ev.precision)
+            if matched and precision.needs_own_referee(ev.settings_changed):
+                cond.add_matched_referee(start_referee())
+            cond.timing(matched)
             slowed = verdict.slowed_now(ev)
             if slowed and cond.alone_age is not None:  # judged against a reused measurement
                 cond.time_alone()
                 pristine_cache.put(pristine_cache.key_of(job, ev.info), ev.alone)
 
 
-def _explain_referee(cond: conduct.Conductor, referee: conduct.Running, job: Job) -> None:
+def _explain_referee(cond: conduct.Conductor, job: Job) -> None:
     """A referee that died says why: its exit and the last lines it wrote to stderr."""
-    if cond.ev.referee_error and referee.outcome is not None:
-        why = verdict.crash_message(referee.outcome, job.memory_limit_mb)
-        cond.ev.referee_error = f"{cond.ev.referee_error}\n{why}"
+    for referee in (cond.ref, cond.mref):
+        if cond.ev.referee_error and referee is not None and referee.outcome is not None:
+            why = verdict.crash_message(referee.outcome, job.memory_limit_mb)
+            cond.ev.referee_error = f"{cond.ev.referee_error}\n{why}"
+            return
 
 
 def _single(job: Job, on_progress: sandbox.ProgressFn | None,
@@ -201,19 +207,24 @@ def _single(job: Job, on_progress: sandbox.ProgressFn | None,
         if _profiles(job) else None
     run_job = replace(job, profile=False) if profiler is not None else job
     text = run_job.to_json()
+    def start_referee() -> conduct.Running:
+        referee = conduct.spawn("referee", job, limits, text)
+        conduct.wait_on(referee, text, job, limits, cancel, None)
+        return referee
+
     referee = conduct.spawn("referee", job, limits, text)
     worker = conduct.spawn("run", job, limits, text)
     cond = conduct.Conductor(job, referee, worker, on_progress)
     try:
         conduct.wait_on(referee, text, job, limits, cancel, None)
         conduct.wait_on(worker, text, job, limits, cancel, on_progress)
-        _converse(cond, job)
+        _converse(cond, job, start_referee)
     finally:
         cond.finish()
-        for running in (referee, worker):
+        for running in cond.children():
             if running.thread is not None:
                 running.thread.join()
-    _explain_referee(cond, referee, job)
+    _explain_referee(cond, job)
     outcome = worker.outcome or sandbox.Outcome(cancelled=True)
     report = _report(outcome)
     cancelled = cancel is not None and cancel.is_set()

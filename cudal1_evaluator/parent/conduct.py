@@ -9,6 +9,11 @@ running competes with the referee, and the referee freezes its outputs the momen
 The referee is stopped in turn while the worker serves one: its idle OpenMP threads spin for
 milliseconds after each parallel op, and on a small host that spin took a core from the
 worker's cache flush, which the wall-clock cross-check then read as the candidate's.
+
+A candidate that turns ``cudnn.benchmark`` on gets a second referee for the matched reference,
+under the candidate's settings from its first op on: cuDNN keys its plan cache without the
+benchmark flag, so a referee that ran the reference strict first kept the heuristic plans and
+the matched reference lost the benchmarked ones (14 % of credit on an H100).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -36,10 +41,12 @@ from cudal1_evaluator.wire.report import Recheck
 from cudal1_evaluator.wire.talk import Peer, PeerGone, Reply, read_int, read_metas, read_times
 from cudal1_evaluator.wire.talk_messages import (
     CheckResult,
+    MatchedSettings,
     OutputMeta,
     Prepare,
     RefereeInfo,
     RefereeInit,
+    SetRequest,
     SlotDesc,
 )
 
@@ -106,6 +113,10 @@ class Conductor:
         self._rng = random.Random(os.urandom(16))
         self.xdir = worker.child.root / "tmp" / f"xchg-{secrets.token_hex(8)}"
         self.alone_age: float | None = None  # set when the alone bursts are reused
+        self.mref: Running | None = None  # the matched reference's own referee, if any
+
+    def children(self) -> list[Running]:
+        return [self.ref, self.wrk] + ([self.mref] if self.mref is not None else [])
 
     # -- plumbing --------------------------------------------------------------------------
     def _progress(self, stage: str, done: int, total: int, note: str = "") -> None:
@@ -113,40 +124,64 @@ class Conductor:
             with contextlib.suppress(Exception):
                 self.on_progress(stage, done, total, note)
 
-    def _ask_referee(self, message: Mapping[str, object]) -> Reply:
+    @contextlib.contextmanager
+    def _alone(self, running: Running) -> Iterator[None]:
+        """Only ``running`` runs while it serves a request: the worker waits stopped outside
+        its own requests, and the referees are stopped for the length of another's."""
+        others = [r for r in (self.ref, self.mref) if r is not None and r is not running]
+        for other in others:
+            _signal(other, signal.SIGSTOP)
+        if running is self.wrk:
+            _signal(self.wrk, signal.SIGCONT)
         try:
-            return self.ref.peer.request(message, self.job.timeout_s, self.ref.alive)
+            yield
+        finally:
+            if running is self.wrk:
+                _signal(self.wrk, signal.SIGSTOP)
+            for other in others:
+                _signal(other, signal.SIGCONT)
+
+    def _ask_referee(self, message: Mapping[str, object],
+                     referee: Running | None = None) -> Reply:
+        referee = referee or self.ref
+        try:
+            with self._alone(referee):
+                return referee.peer.request(message, self.job.timeout_s, referee.alive)
         except PeerGone as exc:
             self.ev.referee_error = self.ev.referee_error or str(exc)
             raise
 
     def _ask_worker(self, message: Mapping[str, object]) -> tuple[Reply, float]:
-        """(reply, parent wall ms from send to reply); the worker runs only inside this,
-        and only the worker: the referee is stopped meanwhile."""
-        _signal(self.ref, signal.SIGSTOP)
-        _signal(self.wrk, signal.SIGCONT)
+        """(reply, parent wall ms from send to reply); the worker runs only inside this."""
         try:
-            started = time.perf_counter_ns()
-            reply = self.wrk.peer.request(message, self.job.timeout_s, self.wrk.alive)
-            wall_ms = (time.perf_counter_ns() - started) / 1e6
+            with self._alone(self.wrk):
+                started = time.perf_counter_ns()
+                reply = self.wrk.peer.request(message, self.job.timeout_s, self.wrk.alive)
+                wall_ms = (time.perf_counter_ns() - started) / 1e6
         except PeerGone as exc:
             self.ev.protocol_error = self.ev.protocol_error or str(exc)
             raise
-        finally:
-            _signal(self.wrk, signal.SIGSTOP)
-            _signal(self.ref, signal.SIGCONT)
         return reply, wall_ms
 
     def _new_sets(self, count: int, copies: int) -> tuple[list[int], dict[str, SlotDesc]]:
         ids = list(range(self._next_id, self._next_id + count))
         self._next_id += count
-        reply = self._ask_referee(Prepare(op="prepare", sets=[
-            {"id": i, "seed": _seed(), "copies": copies} for i in ids]))
+        sets = [SetRequest(id=i, seed=_seed(), copies=copies) for i in ids]
+        reply = self._ask_referee(Prepare(op="prepare", sets=sets))
+        if self.mref is not None:  # the same inputs for its matched bursts, no worker copies
+            mirrored = [SetRequest(id=s["id"], seed=s["seed"], copies=0) for s in sets]
+            self._ask_referee(Prepare(op="prepare", sets=mirrored), self.mref)
         return ids, cast(dict[str, SlotDesc], reply["slots"])  # the trusted referee's reply
 
+    def _release(self, ids: list[int]) -> None:
+        for referee in (self.ref, self.mref):
+            if referee is not None:
+                self._ask_referee({"op": "release", "sets": ids}, referee)
+
     def _reference_burst(self, ids: list[int], mode: str) -> Burst:
+        referee = self.mref if mode == "matched" and self.mref is not None else self.ref
         started = time.perf_counter_ns()
-        reply = self._ask_referee({"op": "reference", "sets": ids, "precision": mode})
+        reply = self._ask_referee({"op": "reference", "sets": ids, "precision": mode}, referee)
         wall_ms = (time.perf_counter_ns() - started) / 1e6
         return Burst(read_times(reply.get("times_ms"), len(ids)), wall_ms)
 
@@ -170,7 +205,7 @@ class Conductor:
         for _ in range(ALONE_BURSTS):
             ids, _slots = self._new_sets(BURST, 0)
             bursts.append(self._reference_burst(ids, "strict"))
-            self._ask_referee({"op": "release", "sets": ids})
+            self._release(ids)
         self.ev.alone, self.alone_age = bursts, None
 
     def build(self) -> None:
@@ -200,7 +235,7 @@ class Conductor:
             self._ask_referee({"op": "seal", "slots": names})
             self._reference_burst(ids, "strict")
             results = self._check(names)
-            self._ask_referee({"op": "release", "sets": ids})
+            self._release(ids)
             trial = self._trial_report(t, results, metas)
             self.ev.trials.append(trial)
             if not trial.ok:
@@ -234,11 +269,28 @@ class Conductor:
                                           f"input #{j} in place (an in-place activation?); the "
                                           "reference leaves its inputs unchanged"))
 
+    def add_matched_referee(self, referee: Running) -> None:
+        """Time the matched reference in ``referee``, a fresh one under the candidate's
+        settings from its first op on (same init seed, hence the same weights)."""
+        xdir = referee.child.root / "tmp" / f"xchg-{secrets.token_hex(8)}"
+        xdir.mkdir(mode=0o700, parents=True)
+        self.mref = referee
+        self._ask_referee(RefereeInit(
+            op="init", init_seed=self.init_seed, probe_seed=_seed(), xdir=str(xdir),
+            matched=self._matched_settings()), referee)
+        self.ev.flags.append(Flag("reference_matched_apart", "the matched reference ran in a "
+                                  "referee process of its own, under the candidate's settings "
+                                  "from its start: cuDNN keeps the plans it chose before "
+                                  "cudnn.benchmark was turned on", "info"))
+
+    def _matched_settings(self) -> MatchedSettings:
+        return {"settings": self.ev.settings_changed,
+                "autocast": self.ev.precision.get("autocast")}
+
     def timing(self, matched: bool) -> None:
         job, calls = self.job, 0
-        if matched:
-            self._ask_referee({"op": "matched", "settings": self.ev.settings_changed,
-                               "autocast": self.ev.precision.get("autocast")})
+        if matched and self.mref is None:
+            self._ask_referee({"op": "matched", **self._matched_settings()})
         self._round(max(1, min(job.warmup, BURST)), matched, keep=False)
         started = time.monotonic()
         while calls < job.max_samples:
@@ -277,7 +329,7 @@ class Conductor:
                 bursts[side] = self._reference_burst(ids, "strict" if side == "reference"
                                                      else "matched")
         results = self._check(names)
-        self._ask_referee({"op": "release", "sets": ids})
+        self._release(ids)
         self._mutation_flags(results)
         self._recheck(results)
         if keep:
@@ -308,9 +360,8 @@ class Conductor:
                 rc.detail = rc.detail or f"timed call {rc.compared}: {r.get('message')}"
 
     def finish(self) -> None:
-        for running in (self.ref, self.wrk):
-            if running is self.wrk:
-                _signal(self.wrk, signal.SIGCONT)
+        for running in self.children():
+            _signal(running, signal.SIGCONT)
             with contextlib.suppress(PeerGone):
                 running.peer.send({"op": "finish"})
 

@@ -51,3 +51,10 @@ def classify(settings_changed: SettingsChanged, source: str) -> PrecisionInfo:
 
 def matched_differs(precision: PrecisionInfo) -> bool:
     return precision.get("reference") != "fp32-strict" or bool(precision.get("settings"))
+
+
+def needs_own_referee(settings_changed: SettingsChanged) -> bool:
+    """Whether the matched reference needs a process that never ran under other settings:
+    cuDNN's plan cache is keyed without ``cudnn.benchmark``, so plans chosen before it was
+    turned on stay chosen."""
+    return _after(settings_changed.get("cudnn.benchmark")) is True

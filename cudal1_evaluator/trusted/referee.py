@@ -38,6 +38,7 @@ from cudal1_evaluator.wire.talk_messages import (
     CheckResult,
     Empty,
     Matched,
+    MatchedSettings,
     Prepare,
     Prepared,
     RefereeInfo,
@@ -92,7 +93,9 @@ class Referee:
         self.h = Harness(self.job, init_seed=int(msg["init_seed"]))
         self.model = self.h.reference_model()
         self.strict_settings = integrity.snapshot_settings()
-        with torch.no_grad():
+        if "matched" in msg:  # the matched referee: nothing runs under other settings
+            self._adopt(msg["matched"])
+        with torch.no_grad(), self._precision(strict="matched" not in msg):
             out = self.model(*self.h.make_inputs(int(msg["probe_seed"])))
         tensors = as_tensors(out)
         if tensors is None:
@@ -166,12 +169,7 @@ class Referee:
         return {"results": results}
 
     def matched(self, msg: Matched) -> Empty:
-        values = dict(self.strict_settings.values)
-        for key, change in (msg.get("settings") or {}).items():
-            if key in PRECISION_KEYS and isinstance(change, dict) and key in values:
-                values[key] = change.get("after")
-        self.matched_settings = integrity.SettingsSnapshot(values)
-        self.autocast = AUTOCAST.get(str(msg.get("autocast")))
+        self._adopt(msg)
         return {}
 
     def release(self, msg: Release) -> Empty:
@@ -182,6 +180,15 @@ class Referee:
         return {}
 
     # -- helpers -------------------------------------------------------------------------
+    def _adopt(self, msg: MatchedSettings) -> None:
+        """The settings "matched" bursts run under: the candidate's precision changes."""
+        values = dict(self.strict_settings.values)
+        for key, change in (msg.get("settings") or {}).items():
+            if key in PRECISION_KEYS and isinstance(change, dict) and key in values:
+                values[key] = change.get("after")
+        self.matched_settings = integrity.SettingsSnapshot(values)
+        self.autocast = AUTOCAST.get(str(msg.get("autocast")))
+
     def _slots(self, names: list[str]) -> list[Slot]:
         found = []
         for name in names:

@@ -8,7 +8,7 @@ from the trusted parent; a reply from the worker is untrusted and is read with
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from cudal1_evaluator.verdict_details import DeviceInfo, SettingsChanged, ToleranceInfo
 
@@ -87,11 +87,19 @@ class OutputMeta(TypedDict, total=False):
 # -- the referee ----------------------------------------------------------------------------------
 
 
+class MatchedSettings(TypedDict):
+    settings: SettingsChanged  # the candidate's settings changes, as the worker reported them
+    autocast: str | None
+
+
 class RefereeInit(TypedDict):
     op: Literal["init"]
     init_seed: int
     probe_seed: int
     xdir: str
+    # a referee for the matched reference alone: under the candidate's settings from its
+    # first op on, as the candidate's process was (cuDNN's plan cache remembers the rest)
+    matched: NotRequired[MatchedSettings]
 
 
 class RefereeInfo(TypedDict, total=False):
@@ -145,10 +153,8 @@ class Checked(TypedDict):
     results: list[CheckResult]
 
 
-class Matched(TypedDict):
+class Matched(MatchedSettings):
     op: Literal["matched"]
-    settings: SettingsChanged
-    autocast: str | None
 
 
 class Release(TypedDict):

@@ -62,6 +62,22 @@ def test_precision_parity_fields_on_cpu() -> None:
     assert "float32_matmul_precision" in result.precision["settings"]
     assert result.speedup_strict is not None and result.speedup is not None
     assert "reference_matched" in result.timing
+    assert "reference_matched_apart" not in {f.code for f in result.flags}
+
+
+def test_cudnn_benchmark_gets_a_matched_referee_of_its_own() -> None:
+    """cuDNN keeps plans chosen before ``cudnn.benchmark`` was turned on, so the matched
+    reference runs in a second referee that had the candidate's settings from its start (the
+    cache itself only exists on a GPU; on the CPU the whole path runs, with real processes)."""
+    body = LINEAR_PROBLEM.replace("class Model(", "torch.backends.cudnn.benchmark = True"
+                                  "\n\n\nclass ModelNew(")
+    result = evaluate(_job(LINEAR_PROBLEM, body.split("batch = ")[0]))
+    assert result.status == "ok", result.message
+    assert "cudnn.benchmark" in result.precision["settings"]
+    assert "reference_matched_apart" in {f.code for f in result.flags}
+    matched = result.timing["reference_matched"]
+    assert matched.n > 0 and matched.median_ms > 0
+    assert result.speedup is not None and result.speedup_strict is not None
 
 
 def test_scaled_tolerance_fails_a_fast_exp_on_tiny_outputs() -> None:
