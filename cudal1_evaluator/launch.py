@@ -116,24 +116,28 @@ def _pristine(job: Job, on_progress: sandbox.ProgressFn | None,
     return report
 
 
-def _only_slowed(result: Result) -> bool:
+def _only_wall_clock(result: Result) -> bool:
+    """Rejected on the wall clock's word alone (``timing_unaccounted``), which a busy host
+    can say of an honest kernel too."""
     rejects = {f.code for f in result.flags if f.severity == "reject"}
-    return result.status == "rejected" and rejects == {"reference_slowed"}
+    return result.status == "rejected" and rejects == {"timing_unaccounted"}
 
 
 def _once(job: Job, on_progress: sandbox.ProgressFn | None,
           cancel: threading.Event | None) -> Result:
-    """One evaluation; a lone ``reference_slowed`` must be confirmed by a second one.
+    """One evaluation; a rejection on the wall clock alone must be confirmed by a second one.
 
-    A patched op slows the reference every time; a busy host only now and then.
+    Work hidden outside the timer shows every time; a busy host only now and then. Taking the
+    second evaluation when it comes out clean credits nothing unmeasured: it is a complete
+    measurement of its own.
     """
     result = _single(job, on_progress, cancel)
-    if _only_slowed(result) and not (cancel is not None and cancel.is_set()):
+    if _only_wall_clock(result) and not (cancel is not None and cancel.is_set()):
         if on_progress is not None:
-            on_progress("confirm", 0, 1, "the reference looked slowed: evaluating again")
+            on_progress("confirm", 0, 1, "work outside the timed calls? evaluating again")
         second = _single(job, on_progress, cancel)
-        note = ("reference_slowed confirmed by a second evaluation" if _only_slowed(second)
-                else "a first evaluation saw a slowed reference; a second one did not")
+        note = ("timing_unaccounted confirmed by a second evaluation" if _only_wall_clock(second)
+                else "a first evaluation saw work outside the timed calls; a second one did not")
         second.message = f"{second.message}\n{note}" if second.message else note
         result = second
     return result

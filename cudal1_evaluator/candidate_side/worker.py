@@ -39,6 +39,7 @@ from cudal1_evaluator.wire.talk_messages import (
     TrialOutputs,
     WorkerInit,
 )
+from cudal1_evaluator.wire.tensor_exchange import copyable, deliver_into
 
 BLOCKED = "blocked by the evaluator"
 
@@ -192,18 +193,12 @@ class Worker:
         held.append(out)  # alive to the end of the burst: a reused address is the candidate's
         if len(items) == len(buffers):
             for buf, t in zip(buffers, items, strict=True):
-                if _copyable(t, buf):
+                if copyable(t, buf):
                     self._into(buf, t)
         return meta
 
     def _into(self, buf: torch.Tensor, t: torch.Tensor) -> None:
-        """Host memory: a plain memmove, no dispatcher op a candidate could override to do
-        its work in the untimed copy; device memory: ``copy_`` (the wall clock watches it)."""
-        if t.device.type == buf.device.type == "cpu" and t.is_contiguous() and \
-                buf.is_contiguous():
-            self._memmove(buf.data_ptr(), t.data_ptr(), t.numel() * t.element_size())
-        else:
-            self._copy(buf, t)
+        deliver_into(buf, t, self._memmove, self._copy)
 
     def trial(self, msg: Trial) -> TrialOutputs:
         """Two calls on two copies of one fresh set, memory poisoned before each."""
@@ -313,11 +308,6 @@ def _storage_ptrs(out: Any) -> list[int]:
         except (RuntimeError, NotImplementedError):
             continue
     return ptrs
-
-
-def _copyable(t: Any, buf: torch.Tensor) -> bool:
-    return (type(t) is torch.Tensor and t.layout == torch.strided and not t.is_meta
-            and t.shape == buf.shape and t.dtype == buf.dtype and t.device == buf.device)
 
 
 def _blocked(exc: BaseException | None) -> bool:

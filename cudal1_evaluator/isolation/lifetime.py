@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import select
 import shutil
@@ -82,11 +83,35 @@ def owner_alive(token: str) -> bool:
     return bool(now) and (now == parts[1] or "?" in (now, parts[1]))
 
 
-def make_owned_temp_dir() -> Path:
-    """A fresh ``cudal1-eval-*`` temp dir whose name carries this process's token: a process
-    killed right after ``mkdtemp`` leaves a dir the next start can still attribute."""
+def make_owned_temp_dir(base: Path | None = None) -> Path:
+    """A fresh ``cudal1-eval-*`` dir in ``base`` (the temp dir by default) whose name carries
+    this process's token: a process killed right after ``mkdtemp`` leaves a dir the next start
+    can still attribute."""
     pid, _, start = owner_token().partition(" ")
-    return Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{pid}_{start or 'x'}_"))
+    return Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{pid}_{start or 'x'}_",
+                                 dir=None if base is None else str(base)))
+
+
+SHM_DIR = Path("/dev/shm")
+SHM_MIN_FREE = 2 << 30
+
+
+@functools.cache
+def exchange_base() -> Path | None:
+    """Where the referee and the worker share host tensors: a memory file system with 2 GiB
+    free (``/dev/shm``), decided once a process; None (the child's own temp dir) without one,
+    or when ``TMPDIR`` names a place. The shared tensors are files: on a disk file system the
+    kernel's writeback and journal ran beside the timed calls, and the reference timed next to
+    the candidate came out about 10 % slower than alone on a 2-core VM (the same on tmpfs)."""
+    if os.environ.get("TMPDIR"):
+        return None
+    try:
+        free = os.statvfs(SHM_DIR)
+    except OSError:
+        return None
+    if free.f_bavail * free.f_frsize < SHM_MIN_FREE or not os.access(SHM_DIR, os.W_OK | os.X_OK):
+        return None
+    return SHM_DIR
 
 
 def _token_in_name(path: Path) -> str | None:
@@ -270,6 +295,9 @@ def sweep_stale(build_roots: list[Path], temp_root: Path | None = None) -> Swept
     build locks nobody alive can hold."""
     swept = Swept()
     sweep_temp_dirs(temp_root or Path(tempfile.gettempdir()), swept)
+    shared = exchange_base()
+    if temp_root is None and shared is not None:
+        sweep_temp_dirs(shared, swept)
     for root in dict.fromkeys(build_roots):
         sweep_build_locks(root, swept)
     return swept

@@ -168,13 +168,23 @@ class Child:
         self.talk: socket.socket | None = None
         self._talk_wanted = talk
         self.root = lifetime.make_owned_temp_dir()  # swept at a later start if we die
+        # where the referee puts the host tensors this child shares with it (talking children)
+        shared = lifetime.exchange_base() if talk else None
+        self.exchange = self.root / "tmp" if shared is None else \
+            lifetime.make_owned_temp_dir(shared)
         self._go_w: int | None = None
-        self._warm_device, self._extra_writable = warm_device, tuple(writable)
+        own = (str(self.exchange),) if shared is not None else ()
+        self._own_dirs = own
+        self._warm_device, self._extra_writable = warm_device, (*own, *writable)
         try:
             self._start(job_text, warm_device)
         except BaseException:
-            shutil.rmtree(self.root, ignore_errors=True)
+            self._remove_dirs()
             raise
+
+    def _remove_dirs(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.exchange, ignore_errors=True)
 
     def _start(self, job_text: str | None, warm_device: str) -> None:
         home, tmp = self.root / "home", self.root / "tmp"
@@ -186,7 +196,8 @@ class Child:
         env = scrub_env(dict(os.environ), home=home, tmpdir=tmp)
         self.writable = sandbox_dirs(self.root, job_text, self._extra_writable)
         prefix, layers = outer_sandbox(self.writable)
-        startup_check.write_config(self.root, writable=self.writable, private=[str(self.root)],
+        startup_check.write_config(self.root, writable=self.writable,
+                                   private=[str(self.root), *self._own_dirs],
                                    layers=layers, python_path=env.get("PYTHONPATH", ""))
         self.key = channel.new_key()
         self._result_r, result_w = os.pipe()
@@ -242,7 +253,7 @@ class Child:
                 os.close(go)
             return self._wait_for(timeout_s, cancel, on_progress, result_limit)
         finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+            self._remove_dirs()
 
     def covers(self, job_text: str | None) -> bool:
         """Does this warm child's sandbox let it write where the job builds?"""
@@ -264,7 +275,7 @@ class Child:
         """Kill an unused (warm) child and clean up."""
         self._kill()
         self._go_w = None
-        shutil.rmtree(self.root, ignore_errors=True)
+        self._remove_dirs()
 
     def _wait_for(self, timeout_s: float, cancel: threading.Event | None,
                   on_progress: ProgressFn | None, result_limit: int) -> Outcome:

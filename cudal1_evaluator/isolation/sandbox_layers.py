@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from cudal1_evaluator.isolation import landlock
+from cudal1_evaluator.isolation import landlock, lifetime
 from cudal1_evaluator.parent.build_cache import default_build_dir
 
 _PROBE = """
@@ -47,9 +47,12 @@ def sandbox_dirs(root: Path, job_text: str | None, extra: Sequence[str] = ()) ->
 
 def writable_for(mode: str) -> tuple[str, ...]:
     """Extra dirs a child of ``mode`` may write. The referee (trusted: it never imports candidate
-    code) creates the exchange files inside the worker's private dir, so it may write under the
-    temp dir where every child's private dir lives."""
-    return (tempfile.gettempdir(),) if mode == "referee" else ()
+    code) creates the exchange files inside the worker's exchange dir, so it may write under the
+    temp dir where every child's private dir lives and under the shared-memory base."""
+    if mode != "referee":
+        return ()
+    shared = lifetime.exchange_base()
+    return (tempfile.gettempdir(),) + ((str(shared),) if shared is not None else ())
 
 
 def requested_layers() -> str:

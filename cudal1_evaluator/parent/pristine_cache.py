@@ -5,7 +5,7 @@ only on the problem, the device, torch and the timing settings, so consecutive c
 one problem share one measurement. The cache lives in the launching process's memory (the app,
 or one ``python -m cudal1_evaluator`` run), never on disk where candidate code could forge an entry,
 and an entry expires after ``TTL_S``. A ``reference_slowed`` verdict judged against a reused
-entry is confirmed against a fresh one (``cudal1_evaluator.launch``).
+entry is judged again against a fresh one (``cudal1_evaluator.launch``).
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def _timing(ev: Evidence, clock: str) -> dict[str, TimingSummary]:
 
 
 def _timing_flags(ev: Evidence, timing: dict[str, TimingSummary]) -> tuple[list[Flag], bool]:
-    """(flags, whether a speedup may be reported)."""
+    """(flags, whether the speedup is taken against the reference alone)."""
     flags = cross_check(ev.candidate, calibrate(ev.reference + ev.matched + ev.alone))
     n = len(_samples(ev.candidate))
     if ev.late > max(2, n // 4):
@@ -99,14 +99,15 @@ def _timing_flags(ev: Evidence, timing: dict[str, TimingSummary]) -> tuple[list[
         slowed = reference_slowed(timing["reference"], timing["reference_pristine"])
     if slowed is not None:
         flags.append(slowed)
-    return flags, slowed is None
+    return flags, slowed is not None
 
 
-def _speedups(ev: Evidence, result: Result) -> None:
+def _speedups(ev: Evidence, result: Result, against_alone: bool) -> None:
     """Headline: against the reference under the candidate's precision (or the strict one
-    when that is faster: a precision claim never inflates it); strict beside it."""
+    when that is faster: a precision claim never inflates it); strict beside it. A reference
+    slowed next to the candidate is replaced by the reference alone."""
     cand = candidate_means(ev.candidate, calibrate(ev.reference + ev.matched + ev.alone))
-    strict = ratio(reference_means(ev.reference), cand)
+    strict = ratio(reference_means(ev.alone if against_alone else ev.reference), cand)
     if not ev.matched:
         result.speedup, result.speedup_strict = strict, None
         return
@@ -133,9 +134,11 @@ def _status(report: WorkerReport | None, ev: Evidence, flags: list[Flag]) -> tup
 
 
 def _ok_message(result: Result) -> str:
-    ref, cand = result.timing["reference"], result.timing["candidate"]
-    text = (f"speedup {result.speedup:.3g}x (reference {ref.median_ms:.4g} ms, "
-            f"candidate {cand.median_ms:.4g} ms)")
+    alone = any(f.code == "reference_slowed" for f in result.flags)
+    ref = result.timing["reference_pristine" if alone else "reference"]
+    cand = result.timing["candidate"]
+    text = (f"speedup {result.speedup:.3g}x (reference {'alone ' if alone else ''}"
+            f"{ref.median_ms:.4g} ms, candidate {cand.median_ms:.4g} ms)")
     if result.speedup_strict is not None:
         text += (f"; against the strict fp32 reference {result.speedup_strict:.3g}x "
                  f"(the candidate computes in {result.precision.get('candidate')})")
@@ -203,16 +206,16 @@ def _from_evidence(job: Job, outcome: Outcome, report: WorkerReport | None, ev: 
     output = stderr_lines(outcome.stdout_tail + "\n" + outcome.stderr_tail, 40)
     result.compile_log = (report.compile_log if report is not None else "") or output[-4000:]
     flags = _flags_of(outcome, report, ev)
-    may_report = True
+    against_alone = False
     if ev.timed:
         clock = "cuda_events" if job.device.startswith("cuda") else "perf_counter"
         result.timing = _timing(ev, clock)
-        timing_flags, may_report = _timing_flags(ev, result.timing)
+        timing_flags, against_alone = _timing_flags(ev, result.timing)
         flags += timing_flags
     result.flags = _one_each(flags)
     result.status, result.correct = _status(report, ev, result.flags)
-    if ev.timed and may_report:
-        _speedups(ev, result)
+    if ev.timed:
+        _speedups(ev, result, against_alone)
     result.message = _message(result.status, report, ev, outcome, result)
 
 

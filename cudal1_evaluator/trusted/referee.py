@@ -49,7 +49,14 @@ from cudal1_evaluator.wire.talk_messages import (
     SlotNames,
     Times,
 )
-from cudal1_evaluator.wire.tensor_exchange import export, export_tensor, poisoned_like
+from cudal1_evaluator.wire.tensor_exchange import (
+    copyable,
+    export,
+    export_tensor,
+    poisoned_like,
+    referee_delivery,
+    sink_like,
+)
 
 # the candidate's settings the reference adopts when timed "matched" (precision parity)
 PRECISION_KEYS = (
@@ -78,6 +85,7 @@ class InputSet:
     expected: Any = None  # the strict fp32 reference output
     slots: dict[int, Slot] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    sink: list[torch.Tensor] = field(default_factory=list)  # where the reference's output goes
 
 
 class Referee:
@@ -115,6 +123,10 @@ class Referee:
         for spec in msg["sets"]:
             sid = int(spec["id"])
             made = InputSet(original=self.h.make_inputs(int(spec["seed"])))
+            for t in self.templates:
+                buf, path = sink_like(t, self.xdir, dev)
+                made.sink.append(buf)
+                made.files += [path] if path is not None else []
             for k in range(int(spec["copies"])):
                 pairs = [export(x, self.xdir, dev) for x in made.original]
                 outs = [export_tensor(poisoned_like(t), self.xdir, dev) for t in self.templates]
@@ -130,12 +142,12 @@ class Referee:
         ids = [int(i) for i in msg["sets"]]
         strict = msg.get("precision", "strict") == "strict"
         copies = [clone_inputs(self.sets[i].original) for i in ids]
-        scratch = [torch.empty_like(t) for t in self.templates]
 
         def deliver(i: int, out: Any) -> None:
-            for buf, t in zip(scratch, as_tensors(out) or [], strict=False):
-                if isinstance(t, torch.Tensor) and t.shape == buf.shape:
-                    buf.copy_(t)  # the same copy the worker makes into its shared buffer
+            sink = self.sets[ids[i]].sink  # a sink per set: filled as the worker fills its own
+            for buf, t in zip(sink, as_tensors(out) or [], strict=False):
+                if copyable(t, buf):
+                    referee_delivery(buf, t)
             if strict and self.sets[ids[i]].expected is None:
                 self.sets[ids[i]].expected = out
 

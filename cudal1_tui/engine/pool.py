@@ -17,8 +17,8 @@ that a candidate ready early may wait behind an earlier one still compiling.
 
 On a ``cpu`` device a build shares the cores with a timing run; the evaluator times the
 reference and the candidate interleaved, so both see the same load, but the numbers are
-noisier than on a GPU (its ``reference_slowed`` check asks for a second evaluation when
-the reference looks slower than a pristine run).
+noisier than on a GPU (a reference slower than a pristine run gives way to the pristine
+one; a rejection on the wall clock alone is confirmed by a second evaluation).
 """
 
 from __future__ import annotations

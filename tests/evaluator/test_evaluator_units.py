@@ -57,7 +57,7 @@ def test_reference_slowed_needs_more_than_noise() -> None:
     slow = summarize([1.5, 1.51, 1.49] * 10, "perf_counter")
     assert reference_slowed(fast, fast) is None
     flag = reference_slowed(slow, fast)
-    assert flag is not None and flag.code == "reference_slowed" and flag.severity == "reject"
+    assert flag is not None and flag.code == "reference_slowed" and flag.severity == "warn"
     noisy = summarize([1.0, 3.0, 1.2, 2.5, 1.4] * 6, "perf_counter")
     assert reference_slowed(slow, noisy) is None  # a wide spread widens the allowance
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from evaluator_cases import (
@@ -216,3 +217,23 @@ def test_probe_runs_isolated_and_reports_a_crash_as_a_result() -> None:
     hang = LINEAR_PROBLEM.replace("return [torch.randn(batch, d_in)]", "while True:\n        pass")
     slow = probe(ProbeJob(problem_source=hang, timeout_s=8.0))
     assert not slow.ok and slow.error_kind == "timeout"
+
+
+def test_a_wall_clock_rejection_is_confirmed_by_a_second_evaluation(tmp_path: Path) -> None:
+    """Work hidden outside the timed calls, in the first evaluation only (a marker in the
+    build dir tells the candidate which): rejected there on the wall clock's word, the second
+    evaluation, a complete measurement of its own, finds nothing and stands."""
+    header = ("import time\nimport weakref\n"
+              "os.makedirs(os.environ['TORCH_EXTENSIONS_DIR'], exist_ok=True)\n"
+              "_MARK = os.path.join(os.environ['TORCH_EXTENSIONS_DIR'], 'seen')\n"
+              "_FIRST = not os.path.exists(_MARK)\n"
+              "open(_MARK, 'w').close()\n")
+    body = ("        out = torch.relu(self.fc(x))\n"
+            "        if _FIRST:  # 20 ms of work when the loop lets go of the output\n"
+            "            weakref.finalize(out, time.sleep, 0.02)\n"
+            "        return out")
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body, header), tmp_path / "build"))
+    assert result.status == "ok", result.message
+    assert not {f.code for f in result.flags if f.severity == "reject"}
+    assert "a first evaluation saw work outside the timed calls; a second one did not" \
+        in result.message
