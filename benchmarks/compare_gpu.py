@@ -18,7 +18,10 @@ harness, in the same run, one row per pair.
 
 Needs only torch (+ triton on CUDA) and the repository on PYTHONPATH. The static gate's verdict
 is added per pair when ``cudal1_tui.analysis.gate`` imports (tree-sitter installed).
-On ``--device cpu`` problems run at their ``# cpu-sizes``.
+On ``--device cpu`` problems run at their ``# cpu-sizes``. On a host of fewer than 8 cores
+every build finishes before the first measurement and no harness process starts ahead: a
+compiler or a torch import beside the timed calls took a core from them (on 2 cores our
+reference came out bimodal, 0.8 or 24 ms a call for 0.3 ms of work).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import tempfile
 import threading
 import time
 import tomllib
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -44,11 +47,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from cudal1_evaluator.isolation import lifetime  # noqa: E402
 from cudal1_evaluator.launch import build, evaluate  # noqa: E402
 from cudal1_evaluator.schema import BuildOutcome, Job, Result  # noqa: E402
 from cudal1_tui.judging import FINAL_BUILD_STATUSES, build_verdict  # noqa: E402
 
 HARNESS = Path(__file__).with_name("independent_harness.py")
+SMALL_HOST_CORES = 8  # below: no core to spare for builds or a harness import beside timing
 
 
 @dataclass
@@ -154,11 +159,14 @@ class NextHarness:
     our evaluation of that pair; it learns its pair on stdin, so each pair still gets a fresh
     process of its own."""
 
-    def __init__(self, arch: str) -> None:
+    def __init__(self, arch: str, ahead: bool = True) -> None:
         self._env = dict(os.environ) | ({"TORCH_CUDA_ARCH_LIST": arch} if arch else {})
         self._proc: subprocess.Popen[str] | None = None
+        self._ahead = ahead  # False: started when taken, never beside a measurement
 
-    def start(self) -> None:
+    def start(self, ahead: bool = False) -> None:
+        if ahead and not self._ahead:
+            return
         if self._proc is None:
             self._proc = subprocess.Popen(
                 [sys.executable, str(HARNESS), "--args-from-stdin"], stdin=subprocess.PIPE,
@@ -238,7 +246,7 @@ def compare(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
 def run_pair(pair: Pair, built: BuildOutcome, problem_source: str, problem_file: Path,
              args: argparse.Namespace, arch: str, harness: NextHarness) -> dict[str, Any]:
     started = time.monotonic()
-    harness.start()  # its torch import overlaps our evaluation
+    harness.start(ahead=True)  # its torch import overlaps our evaluation
     job = make_job(pair, problem_source, args, arch)
     # as the engine does: a build that failed for good is the verdict, nothing is re-built
     result = (build_verdict(job, built, []) if built.status in FINAL_BUILD_STATUSES
@@ -303,6 +311,9 @@ def main() -> int:
     args = parser.parse_args()
     args.build_root = args.build_root or Path(tempfile.mkdtemp(prefix="compare-builds-"))
     args.build_root.mkdir(parents=True, exist_ok=True)
+    swept = lifetime.sweep_stale([args.build_root])  # a killed run's build locks stall builds
+    if swept.summary():
+        print(swept.summary(), flush=True)
     pairs = [p for p in chosen(load_pairs(args.target), args.device, args.only, args.skip)
              if p.name not in args.skip_names]
     if not pairs:
@@ -328,7 +339,12 @@ def main() -> int:
                                            timeout_s=args.build_timeout), cancel=stop)
         for p in sorted(pairs, key=compiles_native)}
     by_name = {p.name: p for p in pairs}
-    harness = NextHarness(arch)
+    small = (os.cpu_count() or 1) < SMALL_HOST_CORES
+    if small:  # no core to spare: builds and the next harness's import would share the timing's
+        print(f"{os.cpu_count()} cores: every build finishes before the first measurement, and "
+              "each harness process starts after our evaluation", flush=True)
+        wait(list(builds.values()))
+    harness = NextHarness(arch, ahead=not small)
     try:
         # in the order the builds finish: plain-PyTorch pairs are measured while nvcc runs
         for i, done in enumerate(as_completed(builds.values()), 1):

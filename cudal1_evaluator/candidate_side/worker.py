@@ -39,7 +39,7 @@ from cudal1_evaluator.wire.talk_messages import (
     TrialOutputs,
     WorkerInit,
 )
-from cudal1_evaluator.wire.tensor_exchange import copyable, deliver_into
+from cudal1_evaluator.wire.tensor_exchange import copyable, deliver_into, populate
 
 BLOCKED = "blocked by the evaluator"
 
@@ -221,6 +221,9 @@ class Worker:
     def map_slots(self, msg: MapSlots) -> Empty:
         """Open the next burst's shared tensors ahead, outside the burst the parent times."""
         self.mapped = {str(name): self._open(desc) for name, desc in msg["slots"].items()}
+        for inputs, _outputs in self.mapped.values():
+            for value in inputs:
+                populate(value)
         return {}
 
     def burst(self, msg: BurstRequest) -> BurstTimes:

@@ -13,6 +13,7 @@ import base64
 import ctypes
 import itertools
 import math
+import mmap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,10 @@ import torch
 from cudal1_evaluator.wire.talk_messages import SharedCuda, SharedDesc, SharedFile, SharedValue
 
 _serial = itertools.count()
+_MADV_POPULATE_READ = 22  # Linux 5.14+; older kernels answer EINVAL and nothing happens
+_madvise = ctypes.CDLL(None, use_errno=True).madvise
+_madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_madvise.restype = ctypes.c_int
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -161,4 +166,17 @@ def deliver_into(buf: torch.Tensor, t: torch.Tensor, memmove: Callable[..., obje
 
 def referee_delivery(buf: torch.Tensor, t: torch.Tensor) -> None:
     deliver_into(buf, t, ctypes.memmove, torch.Tensor.copy_)
+
+
+def populate(value: object) -> bool:
+    """Map a shared host tensor's pages into this process now, outside any timed call. The
+    referee's own input copies are fresh clones, their pages mapped before its burst; without
+    this the worker's first read of each input took the page faults in the candidate's timed
+    call. A no-op for values, CUDA tensors and kernels without ``MADV_POPULATE_READ``; True
+    when the pages were mapped."""
+    if not isinstance(value, torch.Tensor) or value.device.type != "cpu" or value.numel() == 0:
+        return False
+    start = value.data_ptr() // mmap.PAGESIZE * mmap.PAGESIZE
+    end = value.data_ptr() + value.numel() * value.element_size()
+    return bool(_madvise(start, end - start, _MADV_POPULATE_READ) == 0)
 

@@ -17,7 +17,7 @@ from cudal1_evaluator.parent.conduct import Evidence
 from cudal1_evaluator.parent.timing_checks import Burst, calibrate, candidate_means, cross_check
 from cudal1_evaluator.schema import Job, TrialReport
 from cudal1_evaluator.wire.report import WorkerReport
-from cudal1_evaluator.wire.tensor_exchange import export, open_shared
+from cudal1_evaluator.wire.tensor_exchange import export, open_shared, populate
 
 EXPLOITS = Path(__file__).resolve().parents[1] / "exploits"
 FAST = {"correctness_trials": 2, "timing_budget_s": 0.3, "warmup": 1, "min_samples": 4,
@@ -117,6 +117,23 @@ def test_a_slowed_reference_gives_way_to_the_reference_alone() -> None:
     assert slowed and slowed[0].severity == "warn"
     assert result.status == "ok" and result.speedup == pytest.approx(1.0)
     assert result.reward == 0.0 and "reference alone 1 ms" in result.message
+
+
+def _mapped_kb() -> int:
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return sum(int(fields.get(k, "0 kB").split()[0]) for k in ("RssFile", "RssShmem"))
+
+
+def test_shared_inputs_are_mapped_in_before_the_timed_call(tmp_path: Path) -> None:
+    """The worker maps a shared input's pages at hand-off (``populate``), so its first read
+    inside a timed call takes no page faults; the referee's fresh clones have none either."""
+    _, desc = export(torch.randn(16 << 18), tmp_path, torch.device("cpu"))  # 16 MiB
+    theirs = open_shared(desc, torch.device("cpu"))
+    before = _mapped_kb()
+    if not populate(theirs):
+        pytest.skip("this kernel has no MADV_POPULATE_READ (Linux 5.14+)")
+    assert _mapped_kb() - before >= 12 * 1024
+    assert not populate(7) and not populate(torch.empty(0))
 
 
 def test_shared_files_round_trip(tmp_path: Path) -> None:
