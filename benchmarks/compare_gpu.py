@@ -133,7 +133,11 @@ def lower_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 15)
 
 
-def gate_verdict(pair: Pair, problem_source: str) -> dict[str, Any] | None:
+def gate_verdict(pair: Pair) -> dict[str, Any] | None:
+    """The static gate against the problem as written: the model saw that, not the shrunk
+    ``# cpu-sizes`` copy a CPU run times (a candidate that copied the problem's sizes would
+    look as if it changed them)."""
+    problem_source = pair.problem.read_text(encoding="utf-8")
     try:
         from cudal1_tui.analysis.gate import check_candidate, rejected
     except ImportError:
@@ -257,7 +261,7 @@ def run_pair(pair: Pair, built: BuildOutcome, problem_source: str, problem_file:
     expected = pair.meta.get(expected_key) or pair.meta.get("expected")
     return {"name": pair.name, "tags": pair.meta.get("tags", []),
             "honest": pair.meta.get("honest"), "expected": expected,
-            "gate": gate_verdict(pair, problem_source), "ours": ours, "independent": theirs,
+            "gate": gate_verdict(pair), "ours": ours, "independent": theirs,
             **compare(ours, theirs), "as_expected": expected is None or ours["status"] == expected,
             "wall_s": round(time.monotonic() - started, 2)}
 
