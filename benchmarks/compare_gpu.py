@@ -19,9 +19,11 @@ harness, in the same run, one row per pair.
 Needs only torch (+ triton on CUDA) and the repository on PYTHONPATH. The static gate's verdict
 is added per pair when ``cudal1_tui.analysis.gate`` imports (tree-sitter installed).
 On ``--device cpu`` problems run at their ``# cpu-sizes``. On a host of fewer than 8 cores
-every build finishes before the first measurement and no harness process starts ahead: a
-compiler or a torch import beside the timed calls took a core from them (on 2 cores our
-reference came out bimodal, 0.8 or 24 ms a call for 0.3 ms of work).
+every build finishes before the first measurement, no harness process starts ahead and the
+evaluator keeps no warm children: a compiler or a torch import beside the timed calls took a
+core from them (on 2 cores our reference came out bimodal, 0.8 or 24 ms a call for 0.3 ms of
+work, and the independent harness's 0.2 ms references read 12-40 ms next to the warm
+children's imports).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ if str(ROOT) not in sys.path:
 
 from cudal1_evaluator.isolation import lifetime  # noqa: E402
 from cudal1_evaluator.launch import build, evaluate  # noqa: E402
+from cudal1_evaluator.parent import warm  # noqa: E402
 from cudal1_evaluator.schema import BuildOutcome, Job, Result  # noqa: E402
 from cudal1_tui.judging import FINAL_BUILD_STATUSES, build_verdict  # noqa: E402
 
@@ -344,9 +347,11 @@ def main() -> int:
         for p in sorted(pairs, key=compiles_native)}
     by_name = {p.name: p for p in pairs}
     small = (os.cpu_count() or 1) < SMALL_HOST_CORES
-    if small:  # no core to spare: builds and the next harness's import would share the timing's
-        print(f"{os.cpu_count()} cores: every build finishes before the first measurement, and "
-              "each harness process starts after our evaluation", flush=True)
+    if small:  # no core to spare: builds and torch imports would share the timing's cores
+        print(f"{os.cpu_count()} cores: every build finishes before the first measurement, each "
+              "harness process starts after our evaluation, and the evaluator starts no warm "
+              "children", flush=True)
+        warm.enabled = False  # they import torch just as the independent harness measures
         wait(list(builds.values()))
     harness = NextHarness(arch, ahead=not small)
     try:
