@@ -173,9 +173,9 @@ class Child:
         self.exchange = self.root / "tmp" if shared is None else \
             lifetime.make_owned_temp_dir(shared)
         self._go_w: int | None = None
-        own = (str(self.exchange),) if shared is not None else ()
-        self._own_dirs = own
-        self._warm_device, self._extra_writable = warm_device, (*own, *writable)
+        self._own_dirs = (str(self.exchange),) if shared is not None else ()  # outside root
+        self._warm_device = warm_device
+        self._extra_writable = (*self._own_dirs, *writable)
         try:
             self._start(job_text, warm_device)
         except BaseException:
