@@ -316,7 +316,9 @@ def main() -> int:
                         help="start no pair after this many seconds (0: no deadline); the "
                              "rows so far are written and the rest named, for a later --skip")
     args = parser.parse_args()
-    args.build_root = args.build_root or Path(tempfile.mkdtemp(prefix="compare-builds-"))
+    # absolute: the harness processes and the evaluator's children run in dirs of their own
+    root = args.build_root or Path(tempfile.mkdtemp(prefix="compare-builds-"))
+    args.build_root = root.absolute()
     args.build_root.mkdir(parents=True, exist_ok=True)
     swept = lifetime.sweep_stale([args.build_root])  # a killed run's build locks stall builds
     if swept.summary():

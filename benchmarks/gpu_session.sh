@@ -10,7 +10,7 @@
 #   latency [OPTS...]   does our clock charge candidates their host launch cost? (do_bench vs
 #                       Clock with and without its head start, a 256 MB flush, host time)
 #   tests               pytest -m gpu
-#   jitdiag             TorchScript's fuser inside our worker and in a plain process
+#   diag                TorchScript in our worker vs a plain process; reduce-overhead outputs held
 # Run from the repository root on the GPU host. Wheels for the app's other dependencies (the
 # static gate needs tree-sitter) may be carried in .whl/: they are installed with pip into the
 # host's own interpreter, as a user would. Results land in $OUT (default ./gpu-out).
@@ -51,12 +51,12 @@ run_step() {
     latency)
       timeout "$(left 5)" python3 benchmarks/launch_latency_gpu.py "$@" 2>&1 \
         | tee "$OUT/launch_latency.md" | tail -20 ;;
-    jitdiag)
-      timeout "$(left 5)" python3 benchmarks/jit_diag.py 2>&1 | tee "$OUT/jit_diag.log" | cut -c1-400 ;;
+    diag)
+      timeout "$(left 5)" python3 benchmarks/gpu_diag.py 2>&1 | tee "$OUT/gpu_diag.log" | cut -c1-400 ;;
     tests)
       timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -15 ;;
-    *) echo "unknown step $name: exploits | corpus | throughput | latency | tests | jitdiag"; return 2 ;;
+    *) echo "unknown step $name: exploits | corpus | throughput | latency | tests | diag"; return 2 ;;
   esac
 }
 args=()

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from cudal1_evaluator import toolinfo
@@ -102,7 +103,11 @@ def _report(outcome: sandbox.Outcome) -> WorkerReport | None:
 
 
 def _with_build_dir(job: Job) -> Job:
-    return job if job.build_dir else replace(job, build_dir=str(build_cache.default_build_dir()))
+    """The job with an absolute build dir: children run in dirs of their own, where a relative
+    one would name a fresh empty dir each time (the build stage's work thrown away)."""
+    chosen = Path(job.build_dir) if job.build_dir else build_cache.default_build_dir()
+    absolute = str(chosen.absolute())
+    return job if job.build_dir == absolute else replace(job, build_dir=absolute)
 
 
 def _pristine(job: Job, on_progress: sandbox.ProgressFn | None,
@@ -310,7 +315,7 @@ def evaluate(job: Job, *, on_progress: sandbox.ProgressFn | None = None,
 def pristine_reference(job: Job) -> TimingSummary:
     """The reference alone, timed in a process that never saw a candidate."""
     check_job(job)
-    report = _pristine(job, None, None)
+    report = _pristine(_with_build_dir(job), None, None)
     if report is None or "reference" not in report.timing:
         raise RuntimeError(report.error if report else "the reference process failed")
     raw = report.timing["reference"]

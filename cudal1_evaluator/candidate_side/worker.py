@@ -189,8 +189,12 @@ class Worker:
         items = list(out) if isinstance(out, tuple | list) else [out]
         meta: OutputMeta = {"count": len(items), "items": [_describe_output(t) for t in items]}
         earlier = {p for h in held for p in _storage_ptrs(h)}
-        meta["reused"] = bool(earlier & set(_storage_ptrs(out)))
-        held.append(out)  # alive to the end of the burst: a reused address is the candidate's
+        # an earlier output this call freed (CUDA graph trees, torch.compile's reduce-overhead,
+        # free the memory of a held output at the next replay) or whose address it returns again
+        meta["reused"] = any(_invalidated(h) for h in held) or \
+            bool(earlier & set(_storage_ptrs(out)))
+        if not _invalidated(out):
+            held.append(out)  # alive to the end of the burst: a reused address is the candidate's
         if len(items) == len(buffers):
             for buf, t in zip(buffers, items, strict=True):
                 if copyable(t, buf):
@@ -280,8 +284,9 @@ class Worker:
 
 
 CUDA_GRAPH_OVERWRITTEN = "CUDAGraphs that has been overwritten"
-CUDA_GRAPH_MESSAGE = ("the candidate returns the same CUDA-graph output buffer on every call; the "
-                      "next replay overwrites the previous result: clone the output")
+CUDA_GRAPH_MESSAGE = ("the candidate returns CUDA-graph output memory that its next call "
+                      "overwrites (a static output buffer, or torch.compile's reduce-overhead "
+                      "mode): clone the output before returning it")
 
 
 def _describe(exc: BaseException) -> str:
@@ -311,6 +316,25 @@ def _storage_ptrs(out: Any) -> list[int]:
         except (RuntimeError, NotImplementedError):
             continue
     return ptrs
+
+
+def _invalidated(out: Any) -> bool:
+    """Whether an output can no longer be read: its storage was freed (reading it raises, as
+    CUDA graph trees make it) or shrunk under the tensor."""
+    for t in as_tensors(out) or []:
+        try:
+            if not t.numel():
+                continue
+            last = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride(),
+                                                                         strict=True))
+            if t.untyped_storage().nbytes() < (last + 1) * t.element_size():
+                return True
+            t.untyped_storage().data_ptr()
+        except NotImplementedError:  # a layout without one storage (sparse): not ours to judge
+            continue
+        except RuntimeError:
+            return True
+    return False
 
 
 def _blocked(exc: BaseException | None) -> bool:

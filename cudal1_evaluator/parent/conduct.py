@@ -373,8 +373,10 @@ class Conductor:
                 running.peer.send({"op": "finish"})
 
 
-CUDA_GRAPH_REUSE = ("the candidate returns the same CUDA-graph output buffer on every call; the "
-                    "next replay overwrites the previous result: clone the output")
+CUDA_GRAPH_REUSE = ("the candidate returns output memory that its next call overwrites or frees "
+                    "(the same buffer on every call, a CUDA graph's static output, "
+                    "torch.compile's reduce-overhead mode): a caller holding two results gets "
+                    "garbage; clone the output before returning it")
 
 
 def output_message(metas: list[OutputMeta], info: RefereeInfo) -> str:

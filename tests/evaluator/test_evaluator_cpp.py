@@ -85,6 +85,16 @@ def test_re_evaluation_compiles_nothing(first: tuple[Result, float], build_dir: 
     assert len([p for p in build_dir.iterdir() if p.is_dir()]) == 1
 
 
+def test_a_relative_build_dir_names_the_same_cache(first: tuple[Result, float], build_dir: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Children run in dirs of their own: a relative build dir is taken from the caller's."""
+    monkeypatch.chdir(build_dir.parent)
+    again = evaluate(job(DIAG_PROBLEM, CPP_CANDIDATE, Path(build_dir.name), strict_threshold=1e9))
+    assert again.status == "ok", again.message
+    assert again.build_cached, "the worker compiled again: the relative dir was not the cache"
+    assert len([p for p in build_dir.iterdir() if p.is_dir()]) == 1
+
+
 def test_compile_error_keeps_the_compiler_error_line(first: tuple[Result, float],
                                                      build_dir: Path) -> None:
     result = evaluate(job(DIAG_PROBLEM, BROKEN_CANDIDATE, build_dir, timeout_s=400.0))

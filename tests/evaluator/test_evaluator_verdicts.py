@@ -168,6 +168,21 @@ def test_input_mutation_is_flagged_and_rejected() -> None:
     assert "input_mutation" in codes(result)
 
 
+def test_an_output_freed_by_the_next_call_is_rejected() -> None:
+    """CUDA graph trees (torch.compile's reduce-overhead) free a held output's memory at the
+    next replay; here the candidate shrinks the last output's storage on each call."""
+    freeing = linear_candidate(
+        "        out = torch.relu(self.fc(x))\n"
+        "        if getattr(self, 'last', None) is not None:\n"
+        "            self.last.untyped_storage().resize_(0)\n"
+        "        self.last = out\n"
+        "        return out")
+    result = evaluate(job(LINEAR_PROBLEM, freeing))
+    assert result.status == "rejected", result.message
+    assert "output_buffer_reused" in codes(result)
+    assert "clone the output" in result.message
+
+
 def test_a_call_count_cache_fails_the_timed_recheck() -> None:
     header = "_calls = [0]"
     body = ("        _calls[0] += 1\n"
