@@ -1,5 +1,5 @@
 """Gate rules on what forward does with its data: result caches, call counters, input
-mutation, unwritten outputs."""
+mutation, unwritten outputs, outputs in CUDA-graph memory."""
 
 from __future__ import annotations
 
@@ -17,8 +17,44 @@ _NAMED_VALUE = "(assignment left: (identifier) @n right: (_) @v)"
 _EMPTY = ("torch.empty", "torch.empty_like", "torch.empty_strided")
 
 
+# torch.compile modes that replay CUDA graphs (CUDA graph trees) on a GPU
+_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
 def check(mod: PyModule) -> list[Finding]:
-    return [*_caches(mod), *_counters(mod), *_forward_bodies(mod)]
+    return [*_caches(mod), *_counters(mod), *_forward_bodies(mod), *_graph_compiles(mod)]
+
+
+def _graph_compiles(mod: PyModule) -> Iterator[Finding]:
+    """``torch.compile(mode="reduce-overhead")``: the replays' outputs live in the graph's memory
+    and the next call overwrites them. The worker may not see it (graph trees re-record or step
+    aside there), so the user hears it from the source, unless it clones results anywhere."""
+    if _clones(mod):
+        return
+    for node in ts.walk(mod.root):
+        if node.type != "call":
+            continue
+        func = node.child_by_field_name("function")
+        if func is None or mod.resolve(func) != "torch.compile":
+            continue
+        _, kwargs = call_arguments(node)
+        mode = kwargs.get("mode")
+        if mode is not None and mode.type == "string" and \
+                ts.text(mode).strip("\"'") in _GRAPH_MODES:
+            yield Finding("cuda_graph_outputs", f"torch.compile(mode={ts.text(mode)}) replays CUDA "
+                          "graphs whose outputs the next call overwrites: a caller holding two "
+                          "results gets an error; clone the result before returning it",
+                          "warn", ts.line(node))
+
+
+def _clones(mod: PyModule) -> bool:
+    for node in ts.walk(mod.root):
+        func = node.child_by_field_name("function") if node.type == "call" else None
+        if func is not None and (mod.resolve(func) == "torch.clone" or (
+                func.type == "attribute" and ts.text(func.child_by_field_name("attribute"))
+                == "clone")):
+            return True
+    return False
 
 
 def _caches(mod: PyModule) -> Iterator[Finding]:

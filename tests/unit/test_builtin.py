@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cudal1_tui.analysis.gate import check_candidate
 from cudal1_tui.llm.parsing import syntax_error
 from cudal1_tui.llm.signature_check import check_signature
 from cudal1_tui.problem.inspect import inspect_source
@@ -143,6 +144,9 @@ def test_strategies_per_device() -> None:
     assert cpu["torch-compile-default"].requires == ("c++ compiler",)
     assert "C++ compiler" in cpu["torch-compile-default"].description
     assert 'mode="reduce-overhead"' in cuda["torch-compile-reduce-overhead"].code
+    # it clones its results, so the gate's CUDA-graph output warning stays quiet
+    gate = check_candidate(cuda["torch-compile-reduce-overhead"].code, CONV)
+    assert "cuda_graph_outputs" not in {f.code for f in gate}
 
 
 def test_channels_last_only_for_convolutions() -> None:

@@ -166,6 +166,20 @@ def test_cuda_graph_side_stream_is_reported_not_rejected() -> None:
     assert any("CUDA graph" in f.reason for f in findings)
 
 
+def test_compile_modes_that_replay_cuda_graphs_warn_about_their_outputs() -> None:
+    findings = gate(HONEST["torch_compile"])  # mode='max-autotune'
+    assert "cuda_graph_outputs" in codes(findings, "warn")
+    assert any("clone the result" in f.reason for f in findings)
+    overhead = gate("fast = torch.compile(torch.relu, mode=\"reduce-overhead\")\n")
+    assert "cuda_graph_outputs" in codes(overhead, "warn") and not rejected(overhead)
+    plain = gate("fast = torch.compile(torch.relu)\nfull = torch.compile(torch.relu, "
+                 "mode='max-autotune-no-cudagraphs')\n")
+    assert "cuda_graph_outputs" not in codes(plain, "warn")
+    cloned = gate("fast = torch.compile(torch.relu, mode='reduce-overhead')\n"
+                  "def call(x):\n    return fast(x).clone()\n")
+    assert "cuda_graph_outputs" not in codes(cloned, "warn")
+
+
 # -- each rule ------------------------------------------------------------------------------------
 
 REJECTED = {
