@@ -34,7 +34,16 @@ GRAPH_PROBLEM = ROOT / "examples" / "gemm_bias_silu.py"
 GRAPH_CANDIDATE = ROOT / "benchmarks" / "corpus" / "candidates" / \
     "gemm_silu_compile_reduce_overhead.py"
 
-PROBE = '''
+GRAPH_SUMMARY = '''
+def _graph_summary(graph) -> str:
+    kinds = {}
+    for node in graph.nodes():
+        kinds[node.kind()] = kinds.get(node.kind(), 0) + 1
+    return ("kinds=" + ",".join(f"{k}:{n}" for k, n in sorted(kinds.items())) + " inputs="
+            + "; ".join(str(i.type()) for i in graph.inputs()))
+'''
+
+PROBE = GRAPH_SUMMARY + '''
 _calls = [0]
 
 
@@ -51,12 +60,7 @@ def _fuser_state(x, weight) -> str:
                  f"offset={x.storage_offset()} leaf={x.is_leaf} rg={x.requires_grad} "
                  f"weight rg={weight.requires_grad}")
     try:
-        graph = torch.jit.last_executed_optimized_graph()
-        kinds = {}
-        for node in graph.nodes():
-            kinds[node.kind()] = kinds.get(node.kind(), 0) + 1
-        parts.append("kinds=" + ",".join(f"{k}:{n}" for k, n in sorted(kinds.items())))
-        parts.append("inputs=" + "; ".join(str(i.type()) for i in graph.inputs()))
+        parts.append(_graph_summary(torch.jit.last_executed_optimized_graph()))
     except BaseException as exc:
         parts.append(f"graph:{type(exc).__name__}:{exc}")
     return " ".join(parts)
@@ -76,7 +80,7 @@ def _probed(self, x):
 ModelNew.forward = _probed
 '''
 
-PLAIN = r'''
+PLAIN = GRAPH_SUMMARY + r'''
 import sys, runpy, torch, triton.testing as tt
 if sys.argv[1] == "off":
     torch._C._jit_set_texpr_fuser_enabled(False)
@@ -89,15 +93,10 @@ x = [t.cuda() for t in prob["get_inputs"]()]
 with torch.no_grad():
     for _ in range(40):
         new(*x)
-    graph = torch.jit.last_executed_optimized_graph()
-    kinds = {}
-    for node in graph.nodes():
-        kinds[node.kind()] = kinds.get(node.kind(), 0) + 1
+    graph = _graph_summary(torch.jit.last_executed_optimized_graph())
     r = tt.do_bench(lambda: ref(*x), return_mode="median")
     c = tt.do_bench(lambda: new(*x), return_mode="median")
-print(f"plain fuser={sys.argv[1]}: ref {r:.4f} ms cand {c:.4f} ms speedup {r / c:.3f}x "
-      "kinds=" + ",".join(f"{k}:{n}" for k, n in sorted(kinds.items())) + " inputs="
-      + "; ".join(str(i.type()) for i in graph.inputs()))
+print(f"plain fuser={sys.argv[1]}: ref {r:.4f} ms cand {c:.4f} ms speedup {r / c:.3f}x {graph}")
 '''
 
 CUDAGRAPH = r'''
@@ -105,7 +104,7 @@ import sys, runpy, torch
 prob = runpy.run_path(sys.argv[1]); cand = runpy.run_path(sys.argv[2])
 torch.manual_seed(0)
 new = cand["ModelNew"](*prob["get_init_inputs"]()).cuda()
-held, seen = [], []
+held = []
 with torch.no_grad():
     for i in range(4):
         x = [t.cuda() for t in prob["get_inputs"]()]

@@ -86,6 +86,14 @@ def _objects(value: object) -> list[Mapping[str, object]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
+
+# The verdict text for ``output_buffer_reused``, whether the parent saw an address come back
+# or torch raised on an output overwritten by a later CUDA-graph replay.
+OUTPUT_REUSED_MESSAGE = (
+    "the candidate returns output memory that its next call overwrites or frees (the same "
+    "buffer on every call, a CUDA graph's static output, torch.compile's reduce-overhead "
+    "mode): a caller holding two results gets garbage; clone the output before returning it")
+
 @dataclass
 class RewardSpec:
     """Which reward formula to apply and with what parameters (see cudal1_evaluator.reward)."""

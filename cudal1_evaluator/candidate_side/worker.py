@@ -21,7 +21,7 @@ from cudal1_evaluator.candidate_side.build_child import build_dir_of
 from cudal1_evaluator.common.compare import as_tensors, describe_tolerance
 from cudal1_evaluator.common.harness import Harness, SetupError, load_source
 from cudal1_evaluator.common.timing import burst
-from cudal1_evaluator.schema import Flag, Job
+from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job
 from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.wire.channel import WorkerChannel
 from cudal1_evaluator.wire.report import WorkerReport
@@ -284,9 +284,6 @@ class Worker:
 
 
 CUDA_GRAPH_OVERWRITTEN = "CUDAGraphs that has been overwritten"
-CUDA_GRAPH_MESSAGE = ("the candidate returns CUDA-graph output memory that its next call "
-                      "overwrites (a static output buffer, or torch.compile's reduce-overhead "
-                      "mode): clone the output before returning it")
 
 
 def _describe(exc: BaseException) -> str:
@@ -295,7 +292,7 @@ def _describe(exc: BaseException) -> str:
     )
 
     text = describe_exception(exc)
-    return f"{CUDA_GRAPH_MESSAGE}\n({text})" if CUDA_GRAPH_OVERWRITTEN in text else text
+    return f"{OUTPUT_REUSED_MESSAGE}\n({text})" if CUDA_GRAPH_OVERWRITTEN in text else text
 
 
 def _describe_output(t: object) -> OutputItem:
@@ -325,11 +322,12 @@ def _invalidated(out: Any) -> bool:
         try:
             if not t.numel():
                 continue
+            storage = t.untyped_storage()
             last = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride(),
                                                                          strict=True))
-            if t.untyped_storage().nbytes() < (last + 1) * t.element_size():
+            if storage.nbytes() < (last + 1) * t.element_size():
                 return True
-            t.untyped_storage().data_ptr()
+            storage.data_ptr()
         except NotImplementedError:  # a layout without one storage (sparse): not ours to judge
             continue
         except RuntimeError:

@@ -34,7 +34,7 @@ from cudal1_evaluator.isolation import sandbox
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 from cudal1_evaluator.parent import precision, warm
 from cudal1_evaluator.parent.timing_checks import Burst
-from cudal1_evaluator.schema import Flag, Job, TrialReport
+from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
 from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
 from cudal1_evaluator.wire.report import Recheck
@@ -267,7 +267,7 @@ class Conductor:
 
     def _output_flags(self, metas: list[OutputMeta]) -> None:
         if any(m.get("reused") for m in metas):
-            self.ev.flags.append(Flag("output_buffer_reused", CUDA_GRAPH_REUSE))
+            self.ev.flags.append(Flag("output_buffer_reused", OUTPUT_REUSED_MESSAGE))
 
     def _mutation_flags(self, results: list[CheckResult]) -> None:
         for r in results:
@@ -373,10 +373,6 @@ class Conductor:
                 running.peer.send({"op": "finish"})
 
 
-CUDA_GRAPH_REUSE = ("the candidate returns output memory that its next call overwrites or frees "
-                    "(the same buffer on every call, a CUDA graph's static output, "
-                    "torch.compile's reduce-overhead mode): a caller holding two results gets "
-                    "garbage; clone the output before returning it")
 
 
 def output_message(metas: list[OutputMeta], info: RefereeInfo) -> str:

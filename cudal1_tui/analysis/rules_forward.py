@@ -39,8 +39,7 @@ def _graph_compiles(mod: PyModule) -> Iterator[Finding]:
             continue
         _, kwargs = call_arguments(node)
         mode = kwargs.get("mode")
-        if mode is not None and mode.type == "string" and \
-                ts.text(mode).strip("\"'") in _GRAPH_MODES:
+        if mode is not None and ts.string_value(mode) in _GRAPH_MODES:
             yield Finding("cuda_graph_outputs", f"torch.compile(mode={ts.text(mode)}) replays CUDA "
                           "graphs whose outputs the next call overwrites: a caller holding two "
                           "results gets an error; clone the result before returning it",
