@@ -167,6 +167,9 @@ class TimingSummary:
     spread: float = 0.0  # (p90 - p10) / median
     n: int = 0
     clock: str = ""  # "cuda_events" or "perf_counter"
+    # per call, the median wall time outside the timed calls (the parent's clock around each
+    # burst, less the calls): what the wall-clock cross-check compares; None where not timed so
+    outside_ms: float | None = None
 
 
 @dataclass

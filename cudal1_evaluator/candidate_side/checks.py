@@ -27,6 +27,7 @@ class Checks:
     snapshot_settings: Callable[[], integrity.SettingsSnapshot]
     diff_settings: Callable[..., SettingsChanged]
     restore_settings: Callable[[integrity.SettingsSnapshot], None]
+    restore_call_settings: Callable[[integrity.SettingsSnapshot], None]
     compare_outputs: Callable[..., compare.Comparison]
     clone_inputs: Callable[[list[Any]], list[Any]]
     same_inputs: Callable[[list[Any], list[Any]], bool]
@@ -51,6 +52,7 @@ def capture() -> Checks:
         snapshot_settings=integrity.snapshot_settings,
         diff_settings=integrity.diff_settings,
         restore_settings=integrity.restore_settings,
+        restore_call_settings=integrity.restore_call_settings,
         compare_outputs=compare.compare_outputs,
         clone_inputs=compare.clone_inputs,
         same_inputs=compare.same_inputs,

@@ -15,8 +15,10 @@ from __future__ import annotations
 import os
 import re
 import signal
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -55,7 +57,7 @@ class NativeState:
     timers: dict[str, bool]  # interval timer -> armed
     affinity: list[int] | None
     niceness: int | None
-    threads: int
+    threads: list[str]  # the process's native threads by name (``comm``)
 
 
 def watch_ops(names: Iterable[str]) -> None:
@@ -123,11 +125,18 @@ def _timers() -> dict[str, bool]:
     return {name: any(v > 0 for v in signal.getitimer(which)) for name, which in _TIMERS.items()}
 
 
-def _native_threads() -> int:
+def _native_threads() -> list[str]:
+    names = []
     try:
-        return len(os.listdir("/proc/self/task"))
+        tasks = os.listdir("/proc/self/task")
     except OSError:
-        return 0
+        return []
+    for tid in tasks:
+        try:
+            names.append(Path(f"/proc/self/task/{tid}/comm").read_text().strip())
+        except OSError:  # the thread ended meanwhile
+            continue
+    return names
 
 
 def _read(get: Callable[[], T]) -> T | None:
@@ -199,10 +208,13 @@ def _simple_flags(before: NativeState, after: NativeState) -> list[Flag]:
         if old != new:
             flags.append(Flag(code, f"the candidate {what} ({old} -> {new}): "
                               "it changes how fast the reference runs"))
-    if after.threads > before.threads:
-        flags.append(Flag("native_threads", f"{after.threads - before.threads} native "
-                          "thread(s) appeared (torch's pools start lazily; candidate threads "
-                          "may work outside the timer)", "info"))
+    started = Counter(after.threads) - Counter(before.threads)
+    if started:
+        names = ", ".join(f"{name} x{n}" if n > 1 else name
+                          for name, n in sorted(started.items()))
+        flags.append(Flag("native_threads", f"{started.total()} native thread(s) appeared "
+                          f"({names}; torch's pools start lazily; candidate threads may work "
+                          "outside the timer)", "info"))
     return flags
 
 

@@ -354,6 +354,19 @@ def restore_settings(snapshot: SettingsSnapshot) -> None:
             return
 
 
+# set by the harness around every call (all run under no_grad), never by a settings restore
+HARNESS_SET = frozenset({"grad_enabled"})
+
+
+def restore_call_settings(snapshot: SettingsSnapshot) -> None:
+    """``restore_settings`` for the settings a call runs under, grad mode left to the caller.
+    A snapshot taken outside ``no_grad`` would turn autograd on inside it: the candidate's
+    correctness calls then recorded graphs, so TorchScript specialised on parameters that
+    require grad and never fused, and CUDA graph trees kept outputs alive for a backward."""
+    restore_settings(SettingsSnapshot({k: v for k, v in snapshot.values.items()
+                                       if k not in HARNESS_SET}))
+
+
 def current_stream() -> Any:
     """The current CUDA stream if CUDA is already initialised (never initialises it)."""
     if not torch.cuda.is_available() or not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]

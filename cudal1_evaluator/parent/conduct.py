@@ -114,6 +114,7 @@ class Conductor:
         self.xdir = worker.child.exchange / f"xchg-{secrets.token_hex(8)}"
         self.alone_age: float | None = None  # set when the alone bursts are reused
         self.mref: Running | None = None  # the matched reference's own referee, if any
+        self._mapped = 0  # tensors in the burst the worker holds until ``unmap``
 
     def children(self) -> list[Running]:
         return [self.ref, self.wrk] + ([self.mref] if self.mref is not None else [])
@@ -329,8 +330,9 @@ class Conductor:
                 self._map(names, slots)
                 reply, wall_ms = self._ask_worker({"op": "burst", "names": names})
                 self._ask_referee({"op": "seal", "slots": names})
+                judged = self._unmap()  # after the seal: writes into buffers come too late
                 bursts[side] = Burst(read_times(reply.get("times_ms"), size), wall_ms)
-                self._output_flags(read_metas(reply.get("outputs"), size))
+                self._output_flags(read_metas(judged.get("outputs"), size))
                 self.ev.late += read_int(reply.get("late"))
             else:
                 bursts[side] = self._reference_burst(ids, "strict" if side == "reference"
@@ -348,15 +350,28 @@ class Conductor:
     def _map(self, names: list[str], slots: dict[str, SlotDesc]) -> None:
         """The worker maps the burst's tensors first; that hand-off is bounded, not timed."""
         count = sum(len(slots[n]["inputs"]) + len(slots[n]["outputs"]) for n in names)
-        _, wall_ms = self._ask_worker({"op": "map", "slots": {n: slots[n] for n in names}})
+        self._handoff({"op": "map", "slots": {n: slots[n] for n in names}}, count,
+                      "mapping", "before")
+        self._mapped = count
+
+    def _unmap(self) -> Reply:
+        """After the seal, the worker describes and checks the burst's outputs and releases
+        its tensors, bounded, not timed: closing CUDA IPC handles inside the burst read as
+        the candidate's hidden work."""
+        return self._handoff({"op": "unmap"}, self._mapped, "releasing", "after")
+
+    def _handoff(self, message: Mapping[str, object], count: int, doing: str,
+                 when: str) -> Reply:
+        reply, wall_ms = self._ask_worker(message)
         limit_ms = MAP_FLOOR_MS + MAP_PER_TENSOR_MS * count
         if wall_ms > limit_ms:
             self.ev.slow_maps += 1
             if self.ev.slow_maps > 1:  # once is a hiccup of a loaded host
-                self.ev.flags.append(Flag("timing_unaccounted", f"mapping {count} shared "
+                self.ev.flags.append(Flag("timing_unaccounted", f"{doing} {count} shared "
                                           f"tensors took {wall_ms:.0f} ms (allowed "
                                           f"{limit_ms:.0f} ms): work hidden in the untimed "
-                                          "hand-off before a burst"))
+                                          f"hand-off {when} a burst"))
+        return reply
 
     def _recheck(self, results: list[CheckResult]) -> None:
         rc = self.ev.recheck

@@ -39,6 +39,11 @@ class Calibration:
     allowance_ms: float  # how much more a worker burst may cost per call
 
 
+def median_overhead_ms(bursts: list[Burst]) -> float | None:
+    values = [b.overhead_ms() for b in bursts if b.times_ms]
+    return statistics.median(values) if values else None
+
+
 def calibrate(referee_bursts: list[Burst]) -> Calibration:
     """allowance = max(50 us, 3x the p10-p90 spread of the referee's overheads)."""
     values = sorted(b.overhead_ms() for b in referee_bursts if b.times_ms)
@@ -57,9 +62,9 @@ def cross_check(worker_bursts: list[Burst], cal: Calibration) -> list[Flag]:
         flags.append(Flag("timing_implausible", f"{len(forged)} candidate burst(s) report more "
                           f"time than the parent's wall clock saw ({sum(b.times_ms):.4g} ms "
                           f"reported in {b.wall_ms:.4g} ms)"))
-    overheads = [b.overhead_ms() for b in worker_bursts if b.times_ms]
-    if overheads:
-        extra = statistics.median(overheads) - cal.overhead_ms
+    overhead = median_overhead_ms(worker_bursts)
+    if overhead is not None:
+        extra = overhead - cal.overhead_ms
         if extra > cal.allowance_ms:
             flags.append(Flag("timing_unaccounted", f"each candidate call cost {extra:.3g} ms "
                               f"more wall time outside its timed region than the reference's "

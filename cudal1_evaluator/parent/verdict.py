@@ -18,6 +18,7 @@ from cudal1_evaluator.parent.timing_checks import (
     calibrate,
     candidate_means,
     cross_check,
+    median_overhead_ms,
     ratio,
     reference_means,
     reference_slowed,
@@ -74,12 +75,13 @@ def _samples(bursts: list[Burst]) -> list[float]:
 
 
 def _timing(ev: Evidence, clock: str) -> dict[str, TimingSummary]:
-    timing = {"reference": summarize(_samples(ev.reference), clock),
-              "candidate": summarize(_samples(ev.candidate), clock)}
-    if ev.alone:
-        timing["reference_pristine"] = summarize(_samples(ev.alone), clock)
-    if ev.matched:
-        timing["reference_matched"] = summarize(_samples(ev.matched), clock)
+    sides = {"reference": ev.reference, "candidate": ev.candidate,
+             "reference_pristine": ev.alone, "reference_matched": ev.matched}
+    timing = {}
+    for name, bursts in sides.items():
+        if bursts or name in ("reference", "candidate"):
+            timing[name] = summarize(_samples(bursts), clock)
+            timing[name].outside_ms = median_overhead_ms(bursts)
     return timing
 
 

@@ -191,6 +191,10 @@ class MapSlots(TypedDict):
     slots: dict[str, SlotDesc]
 
 
+class Unmap(TypedDict):
+    op: Literal["unmap"]
+
+
 class BurstRequest(TypedDict):
     op: Literal["burst"]
     names: list[str]
@@ -199,6 +203,9 @@ class BurstRequest(TypedDict):
 class BurstTimes(TypedDict):
     times_ms: list[float]
     late: int
+
+
+class JudgedOutputs(TypedDict):
     outputs: list[OutputMeta]
 
 

@@ -41,6 +41,9 @@ def test_honest_candidate_is_ok_with_speedup_near_one() -> None:
     cand = result.timing["candidate"]
     assert cand.n >= 5 and len(cand.samples_ms) == cand.n and cand.clock == "perf_counter"
     assert cand.p10_ms <= cand.median_ms <= cand.p90_ms
+    # each burst's wall time per call outside the timed calls, as the parent's clock saw it
+    assert cand.outside_ms is not None and cand.outside_ms > 0
+    assert result.timing["reference"].outside_ms is not None
     assert result.tolerance["preset"] == "strict"
     assert result.tolerance["by_dtype"]["float32"] == {"atol": 1e-4, "rtol": 1e-4,
                                                        "atol_scaled_by": "max|exp|"}
@@ -183,6 +186,30 @@ def test_an_output_freed_by_the_next_call_is_rejected() -> None:
     assert "clone the output" in result.message
 
 
+def test_releasing_a_bursts_tensors_is_not_charged_to_the_candidate() -> None:
+    """The worker drops a burst's shared tensors (closing CUDA IPC handles costs up to a
+    fraction of a millisecond each) after the referee sealed them, outside the wall clock
+    that brackets the burst; here releasing each input costs 20 ms."""
+    slow_release = linear_candidate(
+        "        weakref.finalize(x, time.sleep, 0.02)\n"
+        "        return torch.relu(self.fc(x))", "import time\nimport weakref")
+    result = evaluate(job(LINEAR_PROBLEM, slow_release))
+    assert result.status == "ok", result.message
+    assert "timing_unaccounted" not in codes(result)
+
+
+def test_every_candidate_call_runs_without_autograd() -> None:
+    """The correctness calls too: the candidate's own settings, restored before each call,
+    once turned grad mode back on inside the harness's no_grad (TorchScript then specialised
+    on autograd and never fused; CUDA graph trees kept every output for a backward)."""
+    body = ("        if torch.is_grad_enabled():\n"
+            "            raise RuntimeError('called with autograd on')\n"
+            "        return torch.relu(self.fc(x))")
+    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body)))
+    assert result.status == "ok", result.message
+    assert result.correct and len(result.trials) == 2
+
+
 def test_a_call_count_cache_fails_the_timed_recheck() -> None:
     header = "_calls = [0]"
     body = ("        _calls[0] += 1\n"
@@ -238,16 +265,17 @@ def test_probe_runs_isolated_and_reports_a_crash_as_a_result() -> None:
 
 def test_a_wall_clock_rejection_is_confirmed_by_a_second_evaluation(tmp_path: Path) -> None:
     """Work hidden outside the timed calls, in the first evaluation only (a marker in the
-    build dir tells the candidate which): rejected there on the wall clock's word, the second
-    evaluation, a complete measurement of its own, finds nothing and stands."""
+    build dir tells the candidate which): 150 ms as the worker lets go of each output, in the
+    hand-off after a burst, over its bound. Rejected there on the wall clock's word, the
+    second evaluation, a complete measurement of its own, finds nothing and stands."""
     header = ("import time\nimport weakref\n"
               "os.makedirs(os.environ['TORCH_EXTENSIONS_DIR'], exist_ok=True)\n"
               "_MARK = os.path.join(os.environ['TORCH_EXTENSIONS_DIR'], 'seen')\n"
               "_FIRST = not os.path.exists(_MARK)\n"
               "open(_MARK, 'w').close()\n")
     body = ("        out = torch.relu(self.fc(x))\n"
-            "        if _FIRST:  # 20 ms of work when the loop lets go of the output\n"
-            "            weakref.finalize(out, time.sleep, 0.02)\n"
+            "        if _FIRST:\n"
+            "            weakref.finalize(out, time.sleep, 0.15)\n"
             "        return out")
     result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body, header), tmp_path / "build"))
     assert result.status == "ok", result.message

@@ -4,6 +4,7 @@ made and undone inside the test process."""
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -88,6 +89,23 @@ def watched_extra() -> Iterator[None]:
     yield
     native_state.WATCHED_OPS.clear()
     native_state.WATCHED_OPS.update(saved)
+
+
+def test_threads_that_appear_are_named_in_an_info_finding() -> None:
+    before = native_state.snapshot()
+    release = threading.Event()
+    started = threading.Thread(target=release.wait, name="cand-worker")
+    started.start()
+    try:
+        found = native_state.diff(before, native_state.snapshot())
+    finally:
+        release.set()
+        started.join()
+    threads = [f for f in found if f.code == "native_threads"]
+    assert len(threads) == 1 and threads[0].severity == "info"
+    # Linux names a Python thread after its process (``comm``) unless it renames itself
+    assert threads[0].reason.startswith("1 native thread(s) appeared (")
+    assert before.threads and all(isinstance(name, str) for name in before.threads)
 
 
 def test_ops_named_by_the_problem_are_watched(watched_extra: None) -> None:
