@@ -235,8 +235,9 @@ def our_row(result: Result, built: BuildOutcome) -> dict[str, Any]:
         "message": result.message.splitlines()[0][:200] if result.message else "",
         "wall_s": result.wall_time_s,
         "flags": sorted({f.code for f in result.flags}),
+        "flag_reasons": {f.code: f.reason[:240] for f in result.flags},
         "timing": {side: {"median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
-                          "mean_ms": t.mean_ms, "n": t.n,
+                          "mean_ms": t.mean_ms, "n": t.n, "outside_ms": t.outside_ms,
                           "samples_ms": [round(x, 4) for x in t.samples_ms]}
                    for side, t in result.timing.items()},
     }

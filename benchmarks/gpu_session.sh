@@ -9,8 +9,9 @@
 #   throughput          a cold build, cached re-evaluations, candidates per minute
 #   latency [OPTS...]   does our clock charge candidates their host launch cost? (do_bench vs
 #                       Clock with and without its head start, a 256 MB flush, host time)
-#   tests               pytest -m gpu
-#   diag                TorchScript in our worker vs a plain process; reduce-overhead outputs held
+#   tests [PYTEST...]   pytest -m gpu (e.g. --ignore=tests/exploits where the exploits step ran)
+#   diag                TorchScript in our worker vs a plain process; reduce-overhead outputs held;
+#                       conv_bn_fold_eval's wall time outside the timed calls, three times
 # Run from the repository root on the GPU host. Wheels for the app's other dependencies (the
 # static gate needs tree-sitter) may be carried in .whl/: they are installed with pip into the
 # host's own interpreter, as a user would. Results land in $OUT (default ./gpu-out).
@@ -54,7 +55,7 @@ run_step() {
     diag)
       timeout "$(left 5)" python3 benchmarks/gpu_diag.py 2>&1 | tee "$OUT/gpu_diag.log" | cut -c1-400 ;;
     tests)
-      timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ 2>&1 \
+      timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ "$@" 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -15 ;;
     *) echo "unknown step $name: exploits | corpus | throughput | latency | tests | diag"; return 2 ;;
   esac
