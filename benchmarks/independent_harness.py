@@ -21,7 +21,10 @@ interleaving. What it does is what a careful person would do by hand:
    reference under strict fp32 and the candidate under the flags it set;
 4. timing: ``triton.testing.do_bench`` (L2 flush, CUDA events, median) on CUDA, a
    ``perf_counter`` median on CPU; the reference is timed under the precision flags the
-   candidate left set (matched precision) and again under strict fp32 defaults.
+   candidate left set (matched precision) and again under strict fp32 defaults. The three
+   are timed in turn, three rounds, and each counts its fastest median: another process
+   starting on the GPU meanwhile (a batch's next evaluator child creating its CUDA context)
+   slowed single 100 ms measurements by 16-26 % (H100, 2026-11-26), and only ever slows one.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import torch
 
 SEED = 1234
 TOLERANCE = {"strict": 1e-4, "relaxed": 1e-2}
+ROUNDS = 3  # timing rounds; each side counts its fastest median
 STRICT_FP32 = {"matmul.allow_tf32": False, "cudnn.allow_tf32": False, "cudnn.benchmark": False,
                "float32_matmul_precision": "highest", "fp16_reduced_reduction": True}
 
@@ -115,6 +119,19 @@ def bench(fn: Callable[[], Any], device: str, budget_ms: int) -> float:
     return statistics.median(samples)
 
 
+def time_sides(sides: dict[str, tuple[Callable[[], Any], dict[str, Any]]], device: str,
+               budget_ms: int) -> dict[str, float]:
+    """Each side's fastest median over ``ROUNDS`` rounds, the sides in turn, each under its
+    precision flags."""
+    best: dict[str, float] = {}
+    for _ in range(ROUNDS):
+        for name, (fn, flags) in sides.items():
+            set_flags(flags)
+            ms = bench(fn, device, budget_ms)
+            best[name] = min(ms, best.get(name, ms))
+    return best
+
+
 def check(problem: ModuleType, reference: torch.nn.Module, model_new: torch.nn.Module,
           device: str, trials: int, tol: float) -> tuple[bool, float, str]:
     worst = 0.0
@@ -161,11 +178,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             row.update(max_abs_err=err, message=message)
             if not ok:
                 return {**row, "status": "incorrect", "wall_s": _since(started)}
-            row["candidate_ms"] = bench(lambda: model_new(*inputs), device, args.budget_ms)
-            row["reference_ms"] = bench(lambda: reference(*inputs), device, args.budget_ms)
-            set_flags(strict)
-            row["reference_strict_ms"] = bench(lambda: reference(*inputs), device,
-                                               args.budget_ms)
+            row.update(time_sides({
+                "candidate_ms": (lambda: model_new(*inputs), matched),
+                "reference_ms": (lambda: reference(*inputs), matched),
+                "reference_strict_ms": (lambda: reference(*inputs), strict)},
+                device, args.budget_ms))
         except Exception as exc:
             return {**row, "status": "runtime_error", "message": _short(exc),
                     "wall_s": _since(started)}

@@ -40,6 +40,7 @@ class Checks:
     interleaved: Callable[..., dict[str, list[float]]]
     kernels_of: Callable[..., list[Any]]
     profile_summary: Callable[..., tuple[ProfileSummary, list[Any]]]
+    handled_exceptions: Callable[..., list[str]]
 
 
 def capture() -> Checks:
@@ -65,4 +66,5 @@ def capture() -> Checks:
         interleaved=timing.interleaved,
         kernels_of=profiling.kernels_of,
         profile_summary=profiling.summarize,
+        handled_exceptions=profiling.handled_exceptions,
     )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from cudal1_evaluator.common.compare import clone_inputs
@@ -14,6 +16,7 @@ Kernel = tuple[str, float, int]  # (name, total µs, count)
 
 _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>\s\*&]*?(\w+)\s*\(")
 _TRITON = re.compile(r"@triton\.(?:jit|autotune)[\s\S]*?\bdef\s+(\w+)")
+_NOT_FALLBACKS = (StopIteration, StopAsyncIteration, GeneratorExit)  # iteration's own flow
 
 
 def own_kernel_names(source: str) -> set[str]:
@@ -43,6 +46,35 @@ def kernels_of(fn: Callable[[list[Any]], Any], inputs: list[Any], sync: Callable
     return sorted(rows, key=lambda row: -row[1])
 
 
+def handled_exceptions(fn: Callable[[list[Any]], Any], inputs: list[Any], filename: str
+                       ) -> list[str]:
+    """Exceptions raised inside the candidate's own code (frames of ``filename``) during one
+    call that the call survived: an ``except`` branch ran, e.g. a fallback after its kernel
+    failed. Empty when the call itself raised. Runs untimed, under a trace function."""
+    seen: dict[int, str] = {}  # per exception, the last (outermost) frame it reached
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "exception" and not issubclass(arg[0], _NOT_FALLBACKS):
+            text = str(arg[1])
+            message = f" ({text.splitlines()[0][:120]})" if text else ""
+            seen[id(arg[1])] = f"{arg[0].__name__} at line {frame.f_lineno}{message}"
+        return local
+
+    def enter(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code.co_filename == filename else None
+
+    args = clone_inputs(inputs)
+    previous = sys.gettrace()
+    sys.settrace(enter)
+    try:
+        fn(args)
+    except Exception:
+        return []
+    finally:
+        sys.settrace(previous)
+    return list(dict.fromkeys(seen.values()))
+
+
 def warm_up(device: str) -> None:
     """Start CUPTI and Kineto now with a throwaway session: about 2.5 s once per process on an
     H200, after which a profiler pass costs milliseconds. Only for a child that times nothing:
@@ -61,8 +93,8 @@ def _is_own(name: str, own: set[str]) -> bool:
     return name.startswith("triton") or any(n in name for n in own)
 
 
-def summarize(reference: list[Kernel], candidate: list[Kernel], candidate_source: str
-              ) -> tuple[ProfileSummary, list[Flag]]:
+def summarize(reference: list[Kernel], candidate: list[Kernel], candidate_source: str,
+              handled: list[str] | None = None) -> tuple[ProfileSummary, list[Flag]]:
     own = own_kernel_names(candidate_source)
     total = sum(k[1] for k in candidate)
     mine = sum(k[1] for k in candidate if _is_own(k[0], own))
@@ -78,19 +110,20 @@ def summarize(reference: list[Kernel], candidate: list[Kernel], candidate_source
     if not candidate and reference:
         flags.append(Flag("no_gpu_work", "the candidate launched no GPU kernels at all, while "
                           "the reference launches some (cached or precomputed results?)"))
-    fallback = fallback_flag(reference, candidate, own)
+    fallback = fallback_flag(reference, candidate, own, handled or [])
     if fallback is not None:
         profile["fallback_taken"] = fallback.severity == "reject"
         flags.append(fallback)
     return profile, flags
 
 
-def fallback_flag(reference: list[Kernel], candidate: list[Kernel], own: set[str]
-                  ) -> Flag | None:
+def fallback_flag(reference: list[Kernel], candidate: list[Kernel], own: set[str],
+                  handled: list[str] | None = None) -> Flag | None:
     """A candidate that declares kernels of its own (CUDA ``__global__``, Triton) none of which
-    ran: with only the reference's kernels doing the work its fallback was taken (rejected);
-    with other library kernels it is a PyTorch rewrite whose custom kernel is dead code (a
-    warning). Candidates that declare no kernels (CUDA graphs, cuDNN/TF32 flags, plain
+    ran took a fallback (rejected) when only the reference's kernels did the work, or when its
+    call caught an exception in its own code (``handled``: the except branch ran); with other
+    library kernels and no exception caught it is a PyTorch rewrite whose custom kernel is dead
+    code (a warning). Candidates that declare no kernels (CUDA graphs, cuDNN/TF32 flags, plain
     PyTorch) may run exactly the reference's kernels honestly, so they are never judged here."""
     if not own or not candidate or any(_is_own(k[0], own) for k in candidate):
         return None
@@ -99,5 +132,9 @@ def fallback_flag(reference: list[Kernel], candidate: list[Kernel], own: set[str
         return Flag("fallback_taken", f"the candidate's own kernels ({declared}) never ran: "
                     "the GPU time went to the reference's kernels only, so its fallback to "
                     "the reference's ops was taken")
+    if handled:
+        return Flag("fallback_taken", f"the candidate's own kernels ({declared}) never ran: "
+                    f"its call caught {handled[0]} in its own code and an except branch "
+                    "computed the result with library kernels instead (a silent fallback)")
     return Flag("custom_kernel_unused", f"the candidate's own kernels ({declared}) never ran; "
                 "library kernels did the work (a PyTorch-level rewrite)", "warn")

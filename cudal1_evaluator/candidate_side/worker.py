@@ -285,7 +285,10 @@ class Worker:
         ref = self.fn.kernels_of(self.calls["reference"], inputs, sync)
         self.prepare["candidate"]()
         cand = self.fn.kernels_of(self.calls["candidate"], inputs, sync)
-        self.rep.profile, flags = self.fn.profile_summary(ref, cand, self.job.candidate_source)
+        handled = self.fn.handled_exceptions(self.calls["candidate"], inputs,
+                                             getattr(self.cand_module, "__file__", "") or "")
+        self.rep.profile, flags = self.fn.profile_summary(ref, cand, self.job.candidate_source,
+                                                          handled)
         self.rep.flags += flags
 
     # -- wrap-up (every path) ------------------------------------------------------------

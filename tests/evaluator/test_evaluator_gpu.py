@@ -251,7 +251,7 @@ def test_the_profiler_pass_runs_in_its_own_warm_child(build_dir: Path) -> None:
     warm.discard_all()
     first = evaluate(gpu_job(cuda_candidate("0"), build_dir, strict_threshold=1e9))
     assert first.status == "ok", first.message
-    assert warm.count() == 2  # a run child and a profile child, started after the evaluation
+    assert warm.count() == 3  # a run, a referee and a profile child, started after it
     time.sleep(10.0)  # the model writing the next candidate: the profile child starts CUPTI
     again = evaluate(gpu_job(cuda_candidate("0"), build_dir, strict_threshold=1e9))
     print("with the profile child:", again.wall_time_s, "s;", again.profile)

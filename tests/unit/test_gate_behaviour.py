@@ -7,11 +7,15 @@ profile rejects it when it is taken (``cudal1_evaluator.candidate_side.profiling
 
 from __future__ import annotations
 
+import sys
 import textwrap
+from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
-from cudal1_evaluator.candidate_side.profiling import fallback_flag
+from cudal1_evaluator.candidate_side.profiling import fallback_flag, handled_exceptions
 from cudal1_tui.analysis.gate import Finding, check_candidate, rejected
 
 PROBLEM = textwrap.dedent('''
@@ -157,6 +161,54 @@ def test_profile_warns_when_a_declared_kernel_is_dead_code() -> None:
     other = [("cutlass_80_tensorop_gemm", 30.0, 1)]
     flag = fallback_flag(REF, other, {"fused_gemm_relu"})
     assert flag is not None and flag.severity == "warn" and flag.code == "custom_kernel_unused"
+
+
+def test_profile_rejects_a_fallback_branch_that_ran() -> None:
+    """Library kernels other than the reference's, but the call caught an exception in the
+    candidate's own code: the except branch is what ran (a kernel called with the wrong
+    arguments every time)."""
+    other = [("cutlass_80_tensorop_gemm", 30.0, 1)]
+    flag = fallback_flag(REF, other, {"fused_gemm_relu"}, ["TypeError at line 12"])
+    assert flag is not None and flag.code == "fallback_taken" and flag.severity == "reject"
+    assert "TypeError at line 12" in flag.reason and "silent fallback" in flag.reason
+
+
+FALLING_BACK = textwrap.dedent('''
+    def kernel(x):
+        raise TypeError("incompatible function arguments")
+
+    def forward(args):
+        try:
+            return kernel(args[0])
+        except (RuntimeError, TypeError):
+            return args[0] * 2
+
+    def failing(args):
+        return kernel(args[0])
+''')
+
+
+def _compiled(tmp_path: Path) -> tuple[dict[str, Any], str]:
+    path = tmp_path / "candidate.py"
+    path.write_text(FALLING_BACK)
+    namespace: dict[str, Any] = {}
+    exec(compile(FALLING_BACK, str(path), "exec"), namespace)
+    return namespace, str(path)
+
+
+def test_exceptions_the_candidates_call_caught_are_named(tmp_path: Path) -> None:
+    code, path = _compiled(tmp_path)
+    caught = handled_exceptions(code["forward"], [torch.ones(2)], path)
+    assert len(caught) == 1 and caught[0].startswith("TypeError at line ")
+    assert "incompatible function arguments" in caught[0]
+    assert sys.gettrace() is None  # the trace is removed again
+    # a call that fails is not a fallback; code outside the candidate's file is not watched
+    assert handled_exceptions(code["failing"], [torch.ones(2)], path) == []
+    assert handled_exceptions(code["forward"], [torch.ones(2)], "/elsewhere.py") == []
+    # the inputs are copies: an in-place candidate cannot touch the caller's tensors
+    x = torch.ones(2)
+    handled_exceptions(lambda a: a[0].mul_(3), [x], path)
+    assert torch.equal(x, torch.ones(2))
 
 
 BN_PROBLEM = textwrap.dedent('''
