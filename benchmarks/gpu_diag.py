@@ -166,12 +166,15 @@ def plain(device: str) -> None:
         print(done.stdout.strip() or done.stderr.strip()[-800:], flush=True)
 
 
+def _job(problem: str, source: str, name: str, device: str, build_dir: str) -> Job:
+    return Job(problem_source=problem, candidate_source=source, device=device,
+               problem_name=name, timing_budget_s=1.0, correctness_trials=3,
+               build_dir=build_dir, timeout_s=300)
+
+
 def _evaluate(label: str, problem: str, source: str, name: str, device: str,
               build_dir: str) -> None:
-    job = Job(problem_source=problem, candidate_source=source, device=device,
-              problem_name=name, timing_budget_s=1.0, correctness_trials=3,
-              build_dir=build_dir, timeout_s=300)
-    result = evaluate(job)
+    result = evaluate(_job(problem, source, name, device, build_dir))
     ref, cand = result.timing.get("reference"), result.timing.get("candidate")
     times = (f"ref {ref.median_ms:.4f} ms cand {cand.median_ms:.4f} ms"
              if ref and cand and ref.n and cand.n else "")
@@ -207,10 +210,8 @@ def overhead(device: str) -> None:
     problem = _source(CONV_PROBLEM, device)
     with tempfile.TemporaryDirectory(prefix="overhead-") as build_dir:
         for run in range(3):
-            job = Job(problem_source=problem, candidate_source=CONV_CANDIDATE.read_text(),
-                      device=device, problem_name="conv_bn_relu_eval", timing_budget_s=1.0,
-                      correctness_trials=3, build_dir=build_dir, timeout_s=300)
-            result = evaluate(job)
+            result = evaluate(_job(problem, CONV_CANDIDATE.read_text(), "conv_bn_relu_eval",
+                                   device, build_dir))
             outside = " ".join(f"{side}={t.outside_ms:.4f}" for side, t in result.timing.items()
                                if t.outside_ms is not None)
             notes = "; ".join(f"{f.code}: {f.reason[:160]}" for f in result.flags
