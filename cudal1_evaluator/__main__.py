@@ -33,6 +33,7 @@ def _child(args: argparse.Namespace) -> None:
     apply_limits(Limits.from_arg(args.limits))
     if args.wait_fd is not None:
         apply_limits(Limits.from_arg(_wait_for_job(args.mode, args.wait_fd, args.warm_device)))
+        _bind_build_dir(args.job)
     from cudal1_evaluator.wire.channel import WorkerChannel
     from cudal1_evaluator.wire.talk import Peer
 
@@ -67,6 +68,19 @@ def _child(args: argparse.Namespace) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # no atexit hooks or lingering candidate threads between us and the exit
+
+
+def _bind_build_dir(job_path: str) -> None:
+    """A warm candidate child, in its own mount namespace: its per-source build dir appears
+    now that the job names it (no candidate code has run yet). Refuses to go on without it."""
+    from cudal1_evaluator.isolation import namespaces
+    from cudal1_evaluator.isolation.startup_check import EXIT_SETUP
+
+    problem = namespaces.after_job(job_path)
+    if problem:
+        sys.stderr.write(f"evaluator setup error: cannot bind the build dir: {problem}\n")
+        sys.stderr.flush()
+        os._exit(EXIT_SETUP)
 
 
 def _wait_for_job(mode: str, fd: int, device: str) -> str:

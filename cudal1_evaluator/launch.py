@@ -18,12 +18,18 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from cudal1_evaluator import toolinfo
 from cudal1_evaluator.isolation import sandbox
 from cudal1_evaluator.parent import build_cache as build_cache
-from cudal1_evaluator.parent import conduct, precision, pristine_cache, verdict, warm
+from cudal1_evaluator.parent import (
+    conduct,
+    precision,
+    pristine_cache,
+    reference_runner,
+    verdict,
+    warm,
+)
 from cudal1_evaluator.parent.timing_checks import Burst
 from cudal1_evaluator.schema import (
     DEVICE_FORMS,
@@ -41,6 +47,7 @@ from cudal1_evaluator.schema import (
 from cudal1_evaluator.stats import summarize
 from cudal1_evaluator.wire.report import WorkerReport
 from cudal1_evaluator.wire.talk import PeerGone
+from cudal1_evaluator.wire.talk_messages import MatchedSettings, RefereeInfo
 
 
 def check_job(job: Job) -> None:
@@ -87,6 +94,7 @@ def _prewarm(job: Job) -> None:
     whose profiler starts while it waits."""
     limits = _limits(job)
     warm.prepare("run", job.device, limits, job.build_dir)
+    warm.prepare("run", job.device, limits, job.build_dir, tag="reference")
     warm.prepare("referee", job.device, limits, job.build_dir)
     if _profiles(job):
         warm.prepare("profile", job.device, limits, job.build_dir)
@@ -121,33 +129,6 @@ def _pristine(job: Job, on_progress: sandbox.ProgressFn | None,
     return report
 
 
-def _only_wall_clock(result: Result) -> bool:
-    """Rejected on the wall clock's word alone (``timing_unaccounted``), which a busy host
-    can say of an honest kernel too."""
-    rejects = {f.code for f in result.flags if f.severity == "reject"}
-    return result.status == "rejected" and rejects == {"timing_unaccounted"}
-
-
-def _once(job: Job, on_progress: sandbox.ProgressFn | None,
-          cancel: threading.Event | None) -> Result:
-    """One evaluation; a rejection on the wall clock alone must be confirmed by a second one.
-
-    Work hidden outside the timer shows every time; a busy host only now and then. Taking the
-    second evaluation when it comes out clean credits nothing unmeasured: it is a complete
-    measurement of its own.
-    """
-    result = _single(job, on_progress, cancel)
-    if _only_wall_clock(result) and not (cancel is not None and cancel.is_set()):
-        if on_progress is not None:
-            on_progress("confirm", 0, 1, "work outside the timed calls? evaluating again")
-        second = _single(job, on_progress, cancel)
-        note = ("timing_unaccounted confirmed by a second evaluation" if _only_wall_clock(second)
-                else "a first evaluation saw work outside the timed calls; a second one did not")
-        second.message = f"{second.message}\n{note}" if second.message else note
-        result = second
-    return result
-
-
 def _profile_apart(child: sandbox.Child, job: Job, report: WorkerReport,
                    on_progress: sandbox.ProgressFn | None,
                    cancel: threading.Event | None) -> None:
@@ -172,41 +153,58 @@ def _profile_apart(child: sandbox.Child, job: Job, report: WorkerReport,
                 f"in the profiler pass (a separate process, fresh inputs): {why}")
 
 
-def _reuse_alone(job: Job) -> Callable[[dict[str, Any]], tuple[list[Burst], float] | None]:
-    def lookup(info: dict[str, Any]) -> tuple[list[Burst], float] | None:
-        return None if job.strict else pristine_cache.get(pristine_cache.key_of(job, info))
+def _reuse_alone(job: Job) -> conduct.Reuse:
+    def lookup(info: RefereeInfo, calls: int) -> tuple[list[Burst], float] | None:
+        return None if job.strict else pristine_cache.get(pristine_cache.key_of(job, info,
+                                                                               calls))
     return lookup
 
 
 def _converse(cond: conduct.Conductor, job: Job,
-              start_referee: Callable[[], conduct.Running]) -> None:
-    """The schedule: referee setup and the reference alone, build, trials, timed rounds."""
+              start_matched: Callable[[], conduct.Running]) -> None:
+    """The schedule: the referee, the reference runner and the reference alone; the
+    candidate's build; its trials; the timed rounds."""
     with contextlib.suppress(PeerGone):
         cond.start(_reuse_alone(job))
+        key = pristine_cache.key_of(job, cond.ev.info, cond.ev.calls)
         if cond.alone_age is None and cond.ev.alone:
-            pristine_cache.put(pristine_cache.key_of(job, cond.ev.info), cond.ev.alone)
+            pristine_cache.put(key, cond.ev.alone)
         cond.build()
         cond.correctness()
         ev = cond.ev
         if ev.trials and all(t.ok for t in ev.trials) and \
                 not any(f.severity == "reject" for f in ev.flags):
-            matched = precision.matched_differs(ev.precision)
-            if matched and precision.needs_own_referee(ev.settings_changed):
-                cond.add_matched_referee(start_referee())
-            cond.timing(matched)
-            slowed = verdict.slowed_now(ev)
-            if slowed and cond.alone_age is not None:  # judged against a reused measurement
-                cond.time_alone()
-                pristine_cache.put(pristine_cache.key_of(job, ev.info), ev.alone)
+            if precision.matched_differs(ev.precision):
+                cond.add_matched(start_matched())
+            cond.timing()
+            if verdict.slowed_now(ev) and cond.alone_age is not None:
+                _fresh_alone(cond, key)
+
+
+def _fresh_alone(cond: conduct.Conductor, key: str) -> None:
+    """A reference that looked slowed against a reused alone measurement is judged against a
+    fresh one (the candidate's runner stays stopped meanwhile)."""
+    cond.time_alone()
+    pristine_cache.put(key, cond.ev.alone)
 
 
 def _explain_referee(cond: conduct.Conductor, job: Job) -> None:
-    """A referee that died says why: its exit and the last lines it wrote to stderr."""
-    for referee in (cond.ref, cond.mref):
-        if cond.ev.referee_error and referee is not None and referee.outcome is not None:
-            why = verdict.crash_message(referee.outcome, job.memory_limit_mb)
+    """A referee or reference runner that died says why: its exit and its last stderr lines."""
+    trusted = [cond.ref] + [r for side, r in cond.runners.items() if side != "candidate"]
+    for running in trusted:
+        if cond.ev.referee_error and running.outcome is not None and \
+                running.outcome.payload is None:
+            why = verdict.crash_message(running.outcome, job.memory_limit_mb)
             cond.ev.referee_error = f"{cond.ev.referee_error}\n{why}"
             return
+
+
+def _start(mode: str, job: Job, limits: sandbox.Limits, cancel: threading.Event | None,
+           on_progress: sandbox.ProgressFn | None = None, tag: str = "") -> conduct.Running:
+    text = job.to_json()
+    running = conduct.spawn(mode, job, limits, text, tag=tag)
+    conduct.wait_on(running, text, job, limits, cancel, on_progress)
+    return running
 
 
 def _single(job: Job, on_progress: sandbox.ProgressFn | None,
@@ -215,19 +213,27 @@ def _single(job: Job, on_progress: sandbox.ProgressFn | None,
     profiler = warm.take("profile", job.device, limits, job.to_json(), job.build_dir) \
         if _profiles(job) else None
     run_job = replace(job, profile=False) if profiler is not None else job
-    text = run_job.to_json()
-    def start_referee() -> conduct.Running:
-        referee = conduct.spawn("referee", job, limits, text)
-        conduct.wait_on(referee, text, job, limits, cancel, None)
-        return referee
 
-    referee = conduct.spawn("referee", job, limits, text)
-    worker = conduct.spawn("run", job, limits, text)
-    cond = conduct.Conductor(job, referee, worker, on_progress)
+    def start_matched() -> conduct.Running:
+        settings: MatchedSettings = {"settings": cond.ev.settings_changed,
+                                     "autocast": cond.ev.precision.get("autocast")}
+        return _start("run", reference_runner.job(job, settings), limits, cancel)
+
+    children: list[conduct.Running] = []
     try:
-        conduct.wait_on(referee, text, job, limits, cancel, None)
-        conduct.wait_on(worker, text, job, limits, cancel, on_progress)
-        _converse(cond, job, start_referee)
+        children.append(_start("referee", job, limits, cancel))
+        children.append(_start("run", reference_runner.job(job), limits, cancel,
+                               tag="reference"))
+        children.append(_start("run", run_job, limits, cancel, on_progress))
+    except BaseException:
+        for running in children:
+            running.child.discard()
+        raise
+    referee, refrun, worker = children
+    cond = conduct.Conductor(job, referee, {"reference": refrun, "candidate": worker},
+                             on_progress)
+    try:
+        _converse(cond, job, start_matched)
     finally:
         cond.finish()
         for running in cond.children():
@@ -295,14 +301,14 @@ def evaluate(job: Job, *, on_progress: sandbox.ProgressFn | None = None,
     check_job(job)
     started = time.monotonic()
     job = _with_build_dir(job)
-    result = _once(job, on_progress, cancel)
+    result = _single(job, on_progress, cancel)
     speedup = result.speedup or 0.0
     if result.ok and not job.strict and speedup > job.strict_threshold:
         if on_progress is not None:
             on_progress("strict", 0, 1, f"{speedup:.1f}x > {job.strict_threshold:g}x: "
                         "strict re-evaluation")
         first = result
-        result = _once(strict_job(job), on_progress, cancel)
+        result = _single(strict_job(job), on_progress, cancel)
         result.strict_reevaluation = True
         note = f"strict re-evaluation (first pass: {first.speedup:.3g}x, {first.status})"
         result.message = f"{result.message}\n{note}" if result.message else note

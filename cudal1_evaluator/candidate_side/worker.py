@@ -1,10 +1,13 @@
-"""The worker child: build, verify and time one candidate, then report raw data.
+"""The runner child: the small loop that lives in the candidate's process.
 
-Phases: setup (device, clock, pristine problem and reference model, all before
-the candidate is imported) -> build (import the candidate, compile, construct
-ModelNew with equal weights) -> lock down -> correctness -> timing -> profile.
-A "profile" child runs setup, build and lock down, then the profile alone.
-Any failure ends the run with a report; the parent decides the verdict.
+It builds the module (setup, then import and construct ModelNew with equal weights, then lock
+down), and then only receives inputs, calls the module and delivers its outputs: ``trial``
+(two untimed calls for correctness) and ``burst`` (one trusted window: N calls on N fresh
+input sets, each output copied into the referee's buffer). It times nothing and decides
+nothing: the parent's clock times each window and the referee checks every output. What it
+reports (output descriptions, settings changed, guard findings) can only lower a verdict.
+The same loop runs the reference in a sibling process (``ModelNew = Model``), so both sides
+pay the same hand-off. A "profile" child runs setup, build and lock down, then the profile.
 """
 
 from __future__ import annotations
@@ -20,25 +23,22 @@ from cudal1_evaluator.candidate_side import checks, integrity, stable_sources
 from cudal1_evaluator.candidate_side.build_child import build_dir_of
 from cudal1_evaluator.common.compare import as_tensors, describe_tolerance
 from cudal1_evaluator.common.harness import Harness, SetupError, load_source
-from cudal1_evaluator.common.timing import burst
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job
 from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.wire.channel import WorkerChannel
 from cudal1_evaluator.wire.report import WorkerReport
 from cudal1_evaluator.wire.talk import Handler, Peer, serve
 from cudal1_evaluator.wire.talk_messages import (
+    Attach,
     BurstRequest,
-    BurstTimes,
     Empty,
     JudgedOutputs,
-    MapSlots,
     OutputItem,
     OutputMeta,
     SettingsReply,
     SlotDesc,
     Trial,
     TrialOutputs,
-    Unmap,
     WorkerInit,
 )
 from cudal1_evaluator.wire.tensor_exchange import copyable, deliver_into, populate
@@ -57,9 +57,8 @@ class Worker:
         self.guard: integrity.Guard | None = None
         self.init_seed: int | None = None  # from the parent: the referee builds Model with it
         self.timing_checked = False
-        self.mapped: dict[str, tuple[list[Any], list[Any]]] = {}
-        self.spent: list[Any] = []  # the last burst's shared tensors, until ``unmap``
-        self.spent_outputs: list[Any] = []  # and its outputs
+        self.pool: list[tuple[list[Any], list[Any]]] = []  # the referee's buffers, per slot
+        self.held: list[Any] = []  # the last window's outputs, until ``describe``
 
     def phase(self, name: str, step: Callable[[], None]) -> None:
         """Run one phase, recording its wall time (also when it stops the run)."""
@@ -84,7 +83,7 @@ class Worker:
         self.rep.tolerance["baseline_settings"] = self.h.baseline_settings
         # every check used after the candidate import, bound before it
         self.fn = checks.capture()
-        self._copy, self._burst, self._memmove = torch.Tensor.copy_, burst, ctypes.memmove
+        self._copy, self._memmove = torch.Tensor.copy_, ctypes.memmove
         self.bdir = build_dir_of(self.job, self.h.device)
         self.build_path = str(self.bdir.path)
         stable_sources.install(self.bdir.path)  # the build stage's paths: its build is reused
@@ -188,9 +187,7 @@ class Worker:
                 [open_shared(d, dev) for d in slot["outputs"]])
 
     def _deliver(self, out: Any, buffers: list[Any], held: list[Any]) -> None:
-        """Hold the output and copy it into the referee's buffers: the referee's loop does the
-        same copy. Describing and checking wait for ``_judge``, after the loop, outside the
-        wall clock the parent keeps around a burst."""
+        """Hold the output and copy it into the referee's buffers."""
         held.append(out)
         items = list(out) if isinstance(out, tuple | list) else [out]
         if len(items) == len(buffers):
@@ -199,15 +196,15 @@ class Worker:
                     self._into(buf, t)
 
     def _judge(self, held: list[Any]) -> list[OutputMeta]:
-        """Describe and check the outputs of a sequence of calls, all held to its end. An
-        output is ``reused`` when a later call freed it (CUDA graph trees, torch.compile's
-        reduce-overhead, free a held output's memory at the next replay) or when its address
-        is an earlier output's."""
+        """Describe the outputs of a sequence of calls, all held to its end (the first one
+        checked in full). An output is ``reused`` when a later call freed it (CUDA graph
+        trees, torch.compile's reduce-overhead, free a held output's memory at the next
+        replay) or when its address is an earlier output's."""
         metas: list[OutputMeta] = []
         seen: set[int] = set()
-        for out in held:
+        for i, out in enumerate(held):
             freed = _invalidated(out)
-            if not freed:
+            if not freed and i == 0:
                 self.rep.add_flags(self.fn.check_outputs(out, self.like))
             items = list(out) if isinstance(out, tuple | list) else [out]
             ptrs = set(_storage_ptrs(out))
@@ -219,13 +216,29 @@ class Worker:
     def _into(self, buf: torch.Tensor, t: torch.Tensor) -> None:
         deliver_into(buf, t, self._memmove, self._copy)
 
+    def attach(self, msg: Attach) -> Empty:
+        """Open the pool the referee exported for this runner, once (no input values in it
+        yet: the referee fills the slots before each window)."""
+        self.pool = [self._open(desc) for desc in msg["slots"]]
+        for inputs, _outputs in self.pool:
+            for value in inputs:
+                populate(value)
+        return {}
+
+    def _slots(self, values: list[list[Any]]) -> list[tuple[list[Any], list[Any]]]:
+        """Slot J's shared inputs, with the request's non-tensor values in their places."""
+        if len(values) > len(self.pool):
+            raise ValueError(f"{len(values)} calls for a pool of {len(self.pool)} slots")
+        return [([v if v is not None else t for t, v in zip(inputs, plain, strict=True)], bufs)
+                for (inputs, bufs), plain in zip(self.pool, values, strict=False)]
+
     def trial(self, msg: Trial) -> TrialOutputs:
-        """Two calls on two copies of one fresh set, memory poisoned before each."""
+        """Two calls on two copies of one fresh set (slots 0 and 1), memory poisoned before
+        each."""
         fn, dev, sync = self.fn, self.h.device, self.h.clock.sync
-        opened = [self._open(s) for s in msg["slots"]]
         held: list[Any] = []
         with self.h.no_grad():
-            for inputs, buffers in opened:
+            for inputs, buffers in self._slots(msg["values"]):
                 fn.poison(dev, self.like)
                 out = self.cand_call(inputs)
                 sync()
@@ -237,42 +250,29 @@ class Worker:
         self.rep.settings_changed.update(after)
         return {"outputs": metas, "settings_changed": self.rep.settings_changed}
 
-    def map_slots(self, msg: MapSlots) -> Empty:
-        """Open the next burst's shared tensors ahead, outside the burst the parent times."""
-        self.mapped = {str(name): self._open(desc) for name, desc in msg["slots"].items()}
-        for inputs, _outputs in self.mapped.values():
-            for value in inputs:
-                populate(value)
-        return {}
-
-    def burst(self, msg: BurstRequest) -> BurstTimes:
+    def burst(self, msg: BurstRequest) -> Empty:
+        """One trusted window: call the module on the fresh sets in slots 0..N-1 and deliver
+        every output, then wait for the device. The parent's clock runs from before this
+        request until the referee holds the outputs; ``describe`` comes after that."""
         if not self.timing_checked:  # the globals and the guard once more before timing
             self.timing_checked = True
             self.rep.add_flags(self.fn.diff_globals(self.globals0, self.fn.snapshot_globals()))
             self.rep.add_flags(self.guard_findings())
-        opened = [self.mapped.pop(str(n)) for n in msg["names"]]
         held: list[Any] = []
-
-        def deliver(i: int, out: Any) -> None:
-            self._deliver(out, opened[i][1], held)
-
+        call = self.calls["candidate"]
         self.prepare["candidate"]()
         with self.h.no_grad():
-            times = self._burst(self.h.clock, self.calls["candidate"],
-                                  [o[0] for o in opened], deliver)
-        self.spent, self.spent_outputs = opened, held  # until ``unmap``, outside the wall
-        return {"times_ms": times, "late": self.h.clock.late_count}
+            for inputs, buffers in self._slots(msg["values"]):
+                self._deliver(call(inputs), buffers, held)
+            self.h.clock.sync()
+        self.held = held
+        return {}
 
-    def unmap(self, msg: Unmap) -> JudgedOutputs:
-        """After the referee sealed the last burst: its outputs described and checked, then
-        let go with its shared tensors. Closing a CUDA IPC handle costs up to a fraction of a
-        millisecond, and the checks' Python a few dozen microseconds a call: inside the
-        burst both read as an honest candidate's hidden work (``timing_unaccounted``)."""
+    def describe(self, msg: object) -> JudgedOutputs:
+        """The last window's outputs described (after the referee sealed them), then let go."""
+        held, self.held = self.held, []
         with self.h.no_grad():
-            metas = self._judge(self.spent_outputs)
-        self.spent, self.spent_outputs = [], []
-        self.h.clock.sync()
-        return {"outputs": metas}
+            return {"outputs": self._judge(held)}
 
     # -- profile -----------------------------------------------------------------------
     def profile(self) -> None:
@@ -395,8 +395,8 @@ def run(job: Job, channel: WorkerChannel, *, peer: Peer | None = None,
             worker.phase("lock_down", worker.lock_down)
         else:
             handlers: dict[str, Handler] = {
-                "init": worker.serve_parent, "trial": worker.trial, "burst": worker.burst,
-                "map": worker.map_slots, "unmap": worker.unmap}
+                "init": worker.serve_parent, "attach": worker.attach, "trial": worker.trial,
+                "burst": worker.burst, "describe": worker.describe}
             serve(peer, handlers, on_error)
         if not report.error_kind and worker.guard is not None:
             with worker.h.no_grad():

@@ -273,7 +273,8 @@ def sweep_temp_dirs(temp_root: Path, swept: Swept) -> None:
 
 def _lock_files(build_root: Path) -> list[Path]:
     found: list[Path] = []
-    for pattern in ("*/torch_extensions/*/lock", "*/torch_extensions/*/*/lock"):
+    for pattern in ("*/torch_extensions/*/lock", "*/torch_extensions/*/*/lock",
+                    "*/*/torch_extensions/*/lock", "*/*/torch_extensions/*/*/lock"):
         with contextlib.suppress(OSError):
             found += [p for p in build_root.glob(pattern) if p.is_file()]
     return found

@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cudal1_evaluator.isolation import lifetime, startup_check
+from cudal1_evaluator.isolation import lifetime, pidtree, startup_check
 from cudal1_evaluator.isolation.child_env import scrub_env
-from cudal1_evaluator.isolation.sandbox_layers import outer_sandbox, sandbox_dirs
+from cudal1_evaluator.isolation.sandbox_layers import namespace_plan, outer_sandbox, sandbox_dirs
 from cudal1_evaluator.parent import diskcap
 from cudal1_evaluator.wire import channel
 
@@ -144,6 +144,7 @@ class _ProgressReader:
 
 
 def _kill_group(pgid: int) -> None:
+    pidtree.kill(pgid)  # first, while the outer process still names it: the whole namespace
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
     lifetime.kill_session(pgid)  # compilers that ninja moved to groups of their own
@@ -173,6 +174,8 @@ class Child:
         self.exchange = self.root / "tmp" if shared is None else \
             lifetime.make_owned_temp_dir(shared)
         self._go_w: int | None = None
+        self._init_pid: int | None = None  # for memory readings only (see _worker_pid)
+        self._known: set[int] = set()  # the members the last signal_all found
         self._own_dirs = (str(self.exchange),) if shared is not None else ()  # outside root
         self._warm_device = warm_device
         self._extra_writable = (*self._own_dirs, *writable)
@@ -194,11 +197,14 @@ class Child:
         if job_text is not None:
             self.job_path.write_text(job_text, encoding="utf-8")
         env = scrub_env(dict(os.environ), home=home, tmpdir=tmp)
-        self.writable = sandbox_dirs(self.root, job_text, self._extra_writable)
+        self.writable = sandbox_dirs(self.root, job_text, self._extra_writable, self.mode)
         prefix, layers = outer_sandbox(self.writable)
-        startup_check.write_config(self.root, writable=self.writable,
-                                   private=[str(self.root), *self._own_dirs],
-                                   layers=layers, python_path=env.get("PYTHONPATH", ""))
+        private = [os.path.realpath(p) for p in (self.root, *self._own_dirs)]
+        startup_check.write_config(
+            self.root, writable=self.writable, private=private, layers=layers,
+            python_path=env.get("PYTHONPATH", ""),
+            namespace=namespace_plan(self.mode, job_text, self.writable, private, layers,
+                                     warm_device))
         self.key = channel.new_key()
         self._result_r, result_w = os.pipe()
         self._progress_r, progress_w = os.pipe()
@@ -238,6 +244,26 @@ class Child:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def members(self) -> list[int]:
+        """Host pids of every process in the child's PID namespace (empty without one)."""
+        return pidtree.members(self.proc.pid)
+
+    def signal_all(self, sig: int) -> None:
+        """``sig`` to every process the child started, ``setsid`` escapees included (its
+        process group only, when it has no PID namespace)."""
+        self._known = pidtree.signal_all(self.proc.pid, sig)
+
+    def signal_known(self, sig: int) -> None:
+        """``sig`` to the processes the last ``signal_all`` found, without a scan (fast: used
+        inside a timed window; a full ``signal_all`` follows it outside)."""
+        pidtree.signal_known(self.proc.pid, self._known, sig)
+
+    def _worker_pid(self) -> int:
+        """The process doing the work: PID 1 of the child's namespace, else the child."""
+        if self._init_pid is None:
+            self._init_pid = pidtree.namespace_init(self.proc.pid)
+        return self._init_pid or self.proc.pid
+
     def run(self, job_text: str | None, timeout_s: float, *, limits: Limits | None = None,
             cancel: threading.Event | None = None, on_progress: ProgressFn | None = None,
             result_limit: int = 64 * 2**20) -> Outcome:
@@ -257,8 +283,8 @@ class Child:
 
     def covers(self, job_text: str | None) -> bool:
         """Does this warm child's sandbox let it write where the job builds?"""
-        return set(sandbox_dirs(self.root, job_text, self._extra_writable)) <= \
-            set(self.writable)
+        return all(any(d == w or d.startswith(w + os.sep) for w in self.writable)
+                   for d in sandbox_dirs(self.root, job_text, self._extra_writable, self.mode))
 
     def _kill(self) -> None:
         if self._go_w is not None:
@@ -289,7 +315,7 @@ class Child:
         progress.thread.start()
         disk = diskcap.DiskWatch([self.root], _build_root(self.job_path),
                                  self.limits.disk_mb).start(proc.pid)
-        outcome = _wait(proc, timeout_s, self.limits, cancel)
+        outcome = _wait(proc, timeout_s, self.limits, cancel, self._worker_pid)
         disk.stop()
         if disk.exceeded:
             outcome.extra[diskcap.EXTRA_KEY] = self.limits.disk_mb
@@ -316,7 +342,7 @@ def _build_root(job_path: Path) -> list[Path]:
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout_s: float, limits: Limits,
-          cancel: threading.Event | None) -> Outcome:
+          cancel: threading.Event | None, worker: Callable[[], int]) -> Outcome:
     outcome = Outcome()
     deadline = time.monotonic() + timeout_s
     memory = None if limits.address_space else limits.memory_mb
@@ -325,7 +351,7 @@ def _wait(proc: subprocess.Popen[bytes], timeout_s: float, limits: Limits,
             outcome.cancelled = True
         elif time.monotonic() > deadline:
             outcome.timed_out = True
-        elif memory and _rss_mb(proc.pid) > memory:
+        elif memory and _rss_mb(worker()) > memory:
             outcome.memory_exceeded = True
         else:
             if cancel is not None:

@@ -19,30 +19,89 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cudal1_evaluator.isolation import landlock, lifetime
-from cudal1_evaluator.parent.build_cache import default_build_dir
+from cudal1_evaluator.parent.build_cache import build_root_of, default_build_dir, source_dir
 
 _PROBE = """
 import json, sys
-from cudal1_evaluator.isolation import confine
+from cudal1_evaluator.isolation import confine, namespaces
+off = sys.argv[2] == "off"
+entered = None if off else namespaces.enter({"hide": [sys.argv[1]], "keep": [], "serve": []})
 state = confine.apply([sys.argv[1]], private=[sys.argv[1]], layers=sys.argv[2])
+if entered is not None:
+    state.layers.update(entered.layers)
+    state.missing.update(entered.missing)
 print(json.dumps({"layers": state.layers, "missing": state.missing}))
 """
 
 
-def sandbox_dirs(root: Path, job_text: str | None, extra: Sequence[str] = ()) -> list[str]:
+CANDIDATE_MODES = ("run", "profile", "build")  # the modes that run candidate code
+
+
+def _job_fields(job_text: str | None) -> tuple[str | None, str | None]:
+    """(build_dir, candidate_source) of a job's JSON text, each None when absent."""
+    try:
+        job = json.loads(job_text) if job_text else {}
+    except ValueError:
+        job = {}
+    if not isinstance(job, dict):
+        return None, None
+    build_dir, source = job.get("build_dir"), job.get("candidate_source")
+    return (build_dir if isinstance(build_dir, str) and build_dir else None,
+            source if isinstance(source, str) else None)
+
+
+def build_roots(job_text: str | None) -> list[str]:
+    """The build caches a job may use: the default one and the job's own."""
+    build_dir, _ = _job_fields(job_text)
+    return [str(default_build_dir()), *([build_dir] if build_dir else [])]
+
+
+def sandbox_dirs(root: Path, job_text: str | None, extra: Sequence[str] = (),
+                 mode: str = "") -> list[str]:
     """The dirs a child may write: its private root, the build cache (the job's, else the
-    default) and ``extra`` (e.g. an exchange dir of the parent's)."""
-    dirs = [str(root), str(default_build_dir()), *extra]
-    if job_text:
-        try:
-            build_dir = json.loads(job_text).get("build_dir")
-        except (ValueError, AttributeError):
-            build_dir = None
-        if isinstance(build_dir, str) and build_dir:
-            dirs.append(build_dir)
+    default) and ``extra`` (e.g. an exchange dir of the parent's). A candidate mode with a
+    known job gets only its own per-source dir of the cache, not the cache."""
+    build_dir, source = _job_fields(job_text)
+    shared = build_roots(job_text)
+    if mode in CANDIDATE_MODES and source is not None:
+        shared = [str(source_dir(build_root_of(build_dir), source))]
+    dirs = [str(root), *shared, *extra]
     for path in dirs[1:]:
         Path(path).mkdir(parents=True, exist_ok=True)  # rules need existing dirs
     return [os.path.realpath(p) for p in dict.fromkeys(dirs)]
+
+
+def _on_cuda(job_text: str | None, warm_device: str) -> bool:
+    try:
+        job = json.loads(job_text) if job_text else {}
+    except ValueError:
+        job = {}
+    device = job.get("device") if isinstance(job, dict) else None
+    return str(device or warm_device).startswith("cuda")
+
+
+def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
+                   private: Sequence[str], layers: str,
+                   warm_device: str = "") -> dict[str, list[str]] | None:
+    """What a candidate-mode child hides in its own mount namespace (``isolation.namespaces``):
+    the temp dir, ``/dev/shm``, the exchange base and the build caches, each covered by an
+    empty tmpfs; ``keep``: its writable dirs, bound back; ``serve``: the caches of a child
+    started without its job (warm), whose per-source dir is bound once the job comes. None
+    for trusted modes and with the sandbox off. On CUDA ``/dev/shm`` stays: PyTorch's CUDA IPC
+    keeps its reference counts in files there that the referee and the runner open by name
+    (a CUDA evaluation shares no other file there)."""
+    if mode not in CANDIDATE_MODES or layers == "off":
+        return None
+    _, source = _job_fields(job_text)
+    serve = [] if source is not None else [w for w in writable if w not in private]
+    shared = lifetime.exchange_base()
+    shm = [] if _on_cuda(job_text, warm_device) else [str(lifetime.SHM_DIR)]
+    if shared is not None and not shm and shared == lifetime.SHM_DIR:
+        shared = None
+    hide = [tempfile.gettempdir(), *shm,
+            *([str(shared)] if shared is not None else []), *build_roots(job_text), *serve]
+    return {"hide": [os.path.realpath(p) for p in dict.fromkeys(hide)],
+            "keep": [w for w in writable if w not in serve], "serve": serve}
 
 
 def writable_for(mode: str) -> tuple[str, ...]:

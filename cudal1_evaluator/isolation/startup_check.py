@@ -111,9 +111,9 @@ def differences(recorded: StartupRecord) -> list[str]:
 
 
 def write_config(root: Path, *, writable: list[str], private: list[str], layers: str,
-                 python_path: str) -> None:
+                 python_path: str, namespace: dict[str, list[str]] | None = None) -> None:
     config = {"record": record(python_path), "writable": writable, "private": private,
-              "layers": layers}
+              "layers": layers, "namespace": namespace}
     (root / CONFIG_NAME).write_text(json.dumps(config), encoding="utf-8")
 
 
@@ -146,7 +146,14 @@ def child_start(job_path: str) -> None:
         site.main()
         _site_dirs_for_children()
     if config:
-        from cudal1_evaluator.isolation import confine
+        from cudal1_evaluator.isolation import confine, namespaces
 
-        confine.apply(list(config.get("writable", [])), private=list(config.get("private", [])),
-                      layers=str(config.get("layers", "auto")))
+        plan = config.get("namespace")
+        # before landlock, which forbids mounting; the outer process never returns from here
+        entered = namespaces.enter(plan) if isinstance(plan, dict) else None
+        state = confine.apply(list(config.get("writable", [])),
+                              private=list(config.get("private", [])),
+                              layers=str(config.get("layers", "auto")))
+        if entered is not None:
+            state.layers.update(entered.layers)
+            state.missing.update(entered.missing)

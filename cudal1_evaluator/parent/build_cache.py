@@ -3,7 +3,9 @@
 Each candidate gets ``TORCH_EXTENSIONS_DIR`` (and Triton's / Inductor's caches)
 under a directory keyed by sha256(candidate source, torch version, arch, flags):
 a re-evaluation of the same candidate compiles nothing, and two candidates using
-the same extension ``name=`` never share a build.
+the same extension ``name=`` never share a build. Keyed dirs nest in a per-source dir
+(``source_dir``) that the parent, which does not import torch, can name: it is the only part
+of the cache a candidate's child may see or write (``cudal1_evaluator.isolation.namespaces``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,17 @@ MARKER = ".cudal1-complete"
 def default_build_dir() -> Path:
     """Used when the job names none: persistent across runs, private to this user."""
     return Path(tempfile.gettempdir()) / f"cudal1-tui-builds-{os.getuid()}"
+
+
+def build_root_of(build_dir: str | None) -> Path:
+    """The cache a job builds in: its own ``build_dir``, else the default."""
+    return Path(build_dir) if build_dir else default_build_dir()
+
+
+def source_dir(root: Path, source: str) -> Path:
+    """The per-source dir of ``root`` holding every keyed build dir of ``source``."""
+    digest = hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()
+    return root / f"src-{digest[:16]}"
 
 
 def build_key(source: str, torch_version: str, arch: str) -> str:
@@ -56,8 +69,7 @@ class BuildDir:
 
 def prepare(build_root: str | None, source: str, torch_version: str, arch: str) -> BuildDir:
     """Create the keyed dir and point torch/Triton/Inductor caches into it."""
-    root = Path(build_root) if build_root else default_build_dir()
-    path = root / build_key(source, torch_version, arch)
+    path = source_dir(build_root_of(build_root), source) / build_key(source, torch_version, arch)
     cached = (path / MARKER).exists()
     path.mkdir(parents=True, exist_ok=True)
     os.environ["TORCH_EXTENSIONS_DIR"] = str(path / "torch_extensions")

@@ -1,78 +1,79 @@
-"""The parent's side of one evaluation (torch-free): two children, one schedule, one clock.
+"""The parent's side of one evaluation (torch-free): a referee, runners, one schedule, one clock.
 
-The referee (trusted) and the worker (the candidate's process) run at once; the parent owns the
-seeds (``os.urandom``), the schedule and the wall clock (``time.perf_counter_ns``), relays the
-protocol (``cudal1_evaluator.wire.talk``) and collects ``Evidence``: what the referee checked and
-timed, and the worker's raw times bracketed by the parent's clock. The worker is stopped
-(SIGSTOP on its process group) whenever it is not serving a request, so nothing it leaves
-running competes with the referee, and the referee freezes its outputs the moment it stops.
-The referee is stopped in turn while the worker serves one: its idle OpenMP threads spin for
-milliseconds after each parallel op, and on a small host that spin took a core from the
-worker's cache flush, which the wall-clock cross-check then read as the candidate's.
+Trusted: the parent (seeds from ``os.urandom``, the schedule, the clock ``perf_counter_ns``)
+and the referee (inputs, the strict reference outputs, every check; it never loads candidate
+code). Untrusted: the candidate's runner, treated as arbitrary native code that may speak the
+protocol itself. Its replies never move a time or a pass: they can only add warnings.
 
-A candidate that turns ``cudnn.benchmark`` on gets a second referee for the matched reference,
-under the candidate's settings from its first op on: cuDNN keys its plan cache without the
-benchmark flag, so a referee that ran the reference strict first kept the heuristic plans and
-the matched reference lost the benchmarked ones (14 % of credit on an H100).
+A timed window (``_window``) opens when a runner is resumed with a request naming fresh input
+sets it has never seen, and closes when the referee's seal returns, i.e. when the trusted side
+holds the outputs; the wall time between is the sample. The reference runs through the same
+window in a sibling runner (the same loop code, ``ModelNew = Model``), before the candidate is
+imported (alone) and interleaved with it in random order, so both sides pay the same hand-off.
+Every output of every timed call is checked by the referee.
+
+Each child runs alone: runners are stopped (every process they started, through
+``Child.signal_all``) outside their own requests, and the referee while a runner serves one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import secrets
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from cudal1_evaluator.isolation import sandbox
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 from cudal1_evaluator.parent import precision, warm
-from cudal1_evaluator.parent.timing_checks import Burst
+from cudal1_evaluator.parent.timing_checks import Burst, means
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
 from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
 from cudal1_evaluator.wire.report import Recheck
-from cudal1_evaluator.wire.talk import Peer, PeerGone, Reply, read_int, read_metas, read_times
+from cudal1_evaluator.wire.talk import Peer, PeerGone, Reply, read_metas
 from cudal1_evaluator.wire.talk_messages import (
     CheckResult,
-    MatchedSettings,
     OutputMeta,
     Prepare,
     RefereeInfo,
     RefereeInit,
     SetRequest,
-    SlotDesc,
 )
 
-BURST = 4  # fresh input sets per burst
-# The speedup is a median of burst means, so the loop may stop only once that statistic is
-# stable, and never before this many bursts: with 4, two bursts that each held one call
-# preempted by a busy host moved a speedup by 17 % (H100, cold nvcc builds beside it).
-MIN_BURSTS = 6
-MAP_FLOOR_MS, MAP_PER_TENSOR_MS = 250.0, 25.0  # bound on the worker's untimed mapping
-ALONE_BURSTS = 3  # the reference alone, before the worker starts
+MIN_CALLS = 4  # calls per window at least
+MAX_CALLS = 256
+MIN_BURSTS = 6  # windows per side before the loop may stop on a stable median
+ALONE_BURSTS = 3  # the reference alone, before the candidate is imported
+WINDOW_TARGET_MS = 20.0  # work per window, so the hand-off stays small against it
+WINDOW_BYTES = {"cuda": 1 << 30, "cpu": 256 << 20}  # one window's inputs and outputs at most
+IDLE_FLOOR_MS, IDLE_FACTOR = 0.5, 10.0  # a busy GPU: our tiny kernel this much slower
+RUNNER = {"reference": 0, "candidate": 1, "matched": 2}  # the referee's pool of each runner
+
+Reuse = Callable[[RefereeInfo, int], "tuple[list[Burst], float] | None"]
 
 
 @dataclass
 class Evidence:
-    """What the trusted side measured and decided, plus the worker's raw times."""
+    """What the trusted side measured and decided."""
 
     info: RefereeInfo = field(default_factory=RefereeInfo)  # the referee's init reply
     trials: list[TrialReport] = field(default_factory=list)
     recheck: Recheck = field(default_factory=Recheck)
     flags: list[Flag] = field(default_factory=list)
+    calls: int = MIN_CALLS  # calls per timed window
     alone: list[Burst] = field(default_factory=list)
     reference: list[Burst] = field(default_factory=list)
     matched: list[Burst] = field(default_factory=list)
     candidate: list[Burst] = field(default_factory=list)
-    late: int = 0
-    slow_maps: int = 0
     settings_changed: SettingsChanged = field(default_factory=dict)
     precision: PrecisionInfo = field(default_factory=PrecisionInfo)
     referee_error: str = ""
@@ -88,36 +89,55 @@ class Running:
     peer: Peer
     outcome: sandbox.Outcome | None = None
     thread: threading.Thread | None = None
+    xdir: Path | None = None  # where the referee puts this runner's copies of the inputs
 
     def alive(self) -> bool:
         return self.outcome is None and self.child.alive()
 
 
 def _signal(running: Running, sig: signal.Signals) -> None:
-    """SIGSTOP or SIGCONT to a child's whole process group (its threads and helpers)."""
+    """SIGSTOP or SIGCONT to every process a child started (its namespace, else its group)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(running.child.proc.pid, sig)
+        running.child.signal_all(sig)
+
+
+def _known(running: Running, sig: signal.Signals) -> None:
+    """The same to the processes the last full signal found, without a scan (fast)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        running.child.signal_known(sig)
 
 
 def _seed() -> int:
     return int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
 
 
+def calls_per_window(call_ms: float, set_bytes: int, device: str) -> int:
+    """Enough calls that a window holds ``WINDOW_TARGET_MS`` of work, within the memory a
+    window's fresh sets may take."""
+    by_time = math.ceil(WINDOW_TARGET_MS / max(call_ms, 1e-3))
+    by_memory = WINDOW_BYTES["cuda" if device.startswith("cuda") else "cpu"] // max(1, set_bytes)
+    return max(MIN_CALLS, min(MAX_CALLS, by_time, by_memory))
+
+
 class Conductor:
-    def __init__(self, job: Job, referee: Running, worker: Running,
+    def __init__(self, job: Job, referee: Running, runners: dict[str, Running],
                  on_progress: sandbox.ProgressFn | None) -> None:
-        self.job, self.ref, self.wrk = job, referee, worker
+        self.job, self.ref = job, referee
+        self.runners = dict(runners)  # "reference", "candidate", later "matched"
         self.ev = Evidence()
         self.on_progress = on_progress
         self._next_id = 0
         self._rng = random.Random(os.urandom(16))
-        self.xdir = worker.child.exchange / f"xchg-{secrets.token_hex(8)}"
         self.alone_age: float | None = None  # set when the alone bursts are reused
-        self.mref: Running | None = None  # the matched reference's own referee, if any
-        self._mapped = 0  # tensors in the burst the worker holds until ``unmap``
+        self.idle_ms: float | None = None  # the referee's tiny-kernel round trip, GPU idle
+        self.init_seed = _seed()
+
+    @property
+    def wrk(self) -> Running:
+        return self.runners["candidate"]
 
     def children(self) -> list[Running]:
-        return [self.ref, self.wrk] + ([self.mref] if self.mref is not None else [])
+        return [self.ref, *self.runners.values()]
 
     # -- plumbing --------------------------------------------------------------------------
     def _progress(self, stage: str, done: int, total: int, note: str = "") -> None:
@@ -126,102 +146,163 @@ class Conductor:
                 self.on_progress(stage, done, total, note)
 
     @contextlib.contextmanager
-    def _alone(self, running: Running) -> Iterator[None]:
-        """Only ``running`` runs while it serves a request: the worker waits stopped outside
-        its own requests, and the referees are stopped for the length of another's."""
-        others = [r for r in (self.ref, self.mref) if r is not None and r is not running]
-        for other in others:
-            _signal(other, signal.SIGSTOP)
-        if running is self.wrk:
-            _signal(self.wrk, signal.SIGCONT)
+    def _alone(self, runner: Running, timed: bool) -> Iterator[None]:
+        """Only ``runner`` runs while it serves a request: the other runners wait stopped
+        outside their own requests, and the referee is stopped for its length. Inside a timed
+        window the signals go to the processes already known, without a scan of ``/proc``;
+        the full stop (``_settle``) follows the window."""
+        _known(self.ref, signal.SIGSTOP)
+        _known(runner, signal.SIGCONT)
         try:
             yield
         finally:
-            if running is self.wrk:
-                _signal(self.wrk, signal.SIGSTOP)
-            for other in others:
-                _signal(other, signal.SIGCONT)
+            if timed:
+                _known(runner, signal.SIGSTOP)
+            else:
+                _signal(runner, signal.SIGSTOP)
+            _known(self.ref, signal.SIGCONT)
 
-    def _ask_referee(self, message: Mapping[str, object],
-                     referee: Running | None = None) -> Reply:
-        referee = referee or self.ref
+    def _ask_referee(self, message: Mapping[str, object]) -> Reply:
         try:
-            with self._alone(referee):
-                return referee.peer.request(message, self.job.timeout_s, referee.alive)
+            return self.ref.peer.request(message, self.job.timeout_s, self.ref.alive)
         except PeerGone as exc:
             self.ev.referee_error = self.ev.referee_error or str(exc)
             raise
 
-    def _ask_worker(self, message: Mapping[str, object]) -> tuple[Reply, float]:
-        """(reply, parent wall ms from send to reply); the worker runs only inside this."""
+    def _ask_runner(self, side: str, message: Mapping[str, object],
+                    timed: bool = False) -> Reply:
+        runner = self.runners[side]
         try:
-            with self._alone(self.wrk):
-                started = time.perf_counter_ns()
-                reply = self.wrk.peer.request(message, self.job.timeout_s, self.wrk.alive)
-                wall_ms = (time.perf_counter_ns() - started) / 1e6
+            with self._alone(runner, timed):
+                return runner.peer.request(message, self.job.timeout_s, runner.alive)
         except PeerGone as exc:
-            self.ev.protocol_error = self.ev.protocol_error or str(exc)
+            if side == "candidate":
+                self.ev.protocol_error = self.ev.protocol_error or str(exc)
+            else:
+                self.ev.referee_error = self.ev.referee_error or \
+                    f"the {side} runner failed: {exc}"
             raise
-        return reply, wall_ms
 
-    def _new_sets(self, count: int, copies: int) -> tuple[list[int], dict[str, SlotDesc]]:
+    def _new_sets(self, count: int) -> list[int]:
+        """``count`` fresh input sets from seeds drawn now, made and kept by the referee."""
         ids = list(range(self._next_id, self._next_id + count))
         self._next_id += count
-        sets = [SetRequest(id=i, seed=_seed(), copies=copies) for i in ids]
-        reply = self._ask_referee(Prepare(op="prepare", sets=sets))
-        if self.mref is not None:  # the same inputs for its matched bursts, no worker copies
-            mirrored = [SetRequest(id=s["id"], seed=s["seed"], copies=0) for s in sets]
-            self._ask_referee(Prepare(op="prepare", sets=mirrored), self.mref)
-        return ids, cast(dict[str, SlotDesc], reply["slots"])  # the trusted referee's reply
+        self._ask_referee(Prepare(op="prepare", sets=[SetRequest(id=i, seed=_seed())
+                                                      for i in ids]))
+        return ids
 
     def _release(self, ids: list[int]) -> None:
-        for referee in (self.ref, self.mref):
-            if referee is not None:
-                self._ask_referee({"op": "release", "sets": ids}, referee)
+        self._ask_referee({"op": "release", "sets": ids})
 
-    def _reference_burst(self, ids: list[int], mode: str) -> Burst:
-        referee = self.mref if mode == "matched" and self.mref is not None else self.ref
+    def _fill(self, side: str, ids: list[int]) -> list[list[object]]:
+        reply = self._ask_referee({"op": "fill", "runner": RUNNER[side], "sets": ids})
+        return cast(list[list[object]], reply["values"])  # the trusted referee's reply
+
+    def _attach(self, side: str, calls: int) -> None:
+        """The runner's pool of ``calls`` slots, made by the referee and opened by the runner
+        once, outside any window (it holds no input values until a fill)."""
+        runner = self.runners[side]
+        reply = self._ask_referee({"op": "pool", "runner": RUNNER[side], "calls": calls,
+                                   "xdir": str(runner.xdir)})
+        self._ask_runner(side, {"op": "attach", "slots": reply["slots"]})
+
+    def _window(self, side: str, ids: list[int]) -> Burst:
+        """One trusted window: from the fresh sets becoming visible to the runner (the
+        referee fills its slots while all of its processes are stopped) to the referee's
+        seal. On a GPU the runner's kernels could outlive its stopped process and watch its
+        slots: the GPU must be idle after every candidate window (``_gpu_idle``)."""
+        self._ask_referee({"op": "flush"})
+        values = self._fill(side, ids)
         started = time.perf_counter_ns()
-        reply = self._ask_referee({"op": "reference", "sets": ids, "precision": mode}, referee)
+        self._ask_runner(side, {"op": "burst", "values": values}, timed=True)
+        self._ask_referee({"op": "seal", "runner": RUNNER[side]})
         wall_ms = (time.perf_counter_ns() - started) / 1e6
-        return Burst(read_times(reply.get("times_ms"), len(ids)), wall_ms)
+        _signal(self.runners[side], signal.SIGSTOP)  # the full stop: forks made meanwhile
+        if side == "candidate":
+            self._gpu_idle()
+        return Burst(len(ids), wall_ms)
+
+    def _gpu_idle(self) -> None:
+        """Reject work the candidate left running on the GPU after its window (its processes
+        are stopped, its kernels are not): our tiny kernel then waits for a time slice."""
+        if self.idle_ms is None:  # not a GPU
+            return
+        limit = max(IDLE_FLOOR_MS, IDLE_FACTOR * self.idle_ms)
+        for _ in range(2):  # twice: a hiccup of the host is not a kernel left running
+            probe = float(self._ask_referee({"op": "idle"})["ms"])
+            if probe <= limit:
+                return
+            time.sleep(0.005)
+        self.ev.flags.append(Flag("gpu_work_left_running", f"after its timed window, with its "
+                                  f"processes stopped, the GPU was still busy (a kernel of ours "
+                                  f"took {probe:.2f} ms against {self.idle_ms:.3f} ms idle): "
+                                  "work left running outside the window the clock sees"))
+
+    def _check(self, side: str, ids: list[int]) -> list[CheckResult]:
+        reply = self._ask_referee({"op": "check", "runner": RUNNER[side], "sets": ids})
+        return cast(list[CheckResult], reply["results"])  # the trusted referee's reply
+
+    def _xdirs(self) -> None:
+        for running in self.runners.values():
+            if running.xdir is None:
+                running.xdir = running.child.exchange / f"xchg-{secrets.token_hex(8)}"
+                running.xdir.mkdir(mode=0o700)
 
     # -- phases ----------------------------------------------------------------------------
-    def start(self, reuse: Any = None) -> None:
-        """The referee's setup, then the reference alone (the worker stopped), or the alone
-        bursts ``reuse(info)`` returns (an earlier evaluation of the same problem)."""
-        self.xdir.mkdir(mode=0o700)
-        self.init_seed = _seed()
+    def start(self, reuse: Reuse | None = None) -> None:
+        """The referee's setup and the reference runner's build, the window size, then the
+        reference alone (the candidate not yet imported), or the alone windows ``reuse``
+        returns (an earlier evaluation of the same problem)."""
+        for running in self.runners.values():
+            _signal(running, signal.SIGSTOP)  # they run inside their own requests only
+        self._xdirs()
         self.ev.info = cast(RefereeInfo, self._ask_referee(RefereeInit(  # trusted: the referee
-            op="init", init_seed=self.init_seed, probe_seed=_seed(), xdir=str(self.xdir))))
-        found = reuse(self.ev.info) if reuse is not None else None
+            op="init", init_seed=self.init_seed, probe_seed=_seed())))
+        self._init_runner("reference")
+        self._attach("reference", MIN_CALLS)
+        self._size_windows()
+        if self.ev.calls != MIN_CALLS:
+            self._attach("reference", self.ev.calls)
+        if self.job.device.startswith("cuda"):  # the GPU idle, before any candidate code
+            self.idle_ms = float(self._ask_referee({"op": "idle"})["ms"])
+        found = reuse(self.ev.info, self.ev.calls) if reuse is not None else None
         if found is not None:
             self.ev.alone, self.alone_age = found
             return
         self.time_alone()
 
-    def time_alone(self) -> None:
-        """The reference's bursts with the worker stopped (before its first request a worker
-        may still be setting up: importing torch, installing guards, on the same cores). A
-        discarded burst of one set first: the referee's first burst pays its one-time costs
-        (the flush buffer's pages, the sinks' first mapping), 15-34 ms a call on a 2-core
-        host against 8 ms after, and as the p90 of the overheads that calibrate the
-        wall-clock check it let 20 ms of hidden work a call pass unflagged."""
-        self._progress("reference", 0, ALONE_BURSTS, "the reference alone")
-        _signal(self.wrk, signal.SIGSTOP)  # it runs again inside its first request
+    def _init_runner(self, side: str) -> Reply:
+        outputs = self.ev.info.get("outputs") or []
+        return self._ask_runner(side, {"op": "init", "init_seed": self.init_seed,
+                                       "outputs": outputs, "single": len(outputs) == 1})
+
+    def _reference_windows(self, calls: int, count: int) -> list[Burst]:
         bursts = []
-        for size in [1] + [BURST] * ALONE_BURSTS:
-            ids, _slots = self._new_sets(size, 0)
-            bursts.append(self._reference_burst(ids, "strict"))
+        for _ in range(count):
+            ids = self._new_sets(calls)
+            bursts.append(self._window("reference", ids))
             self._release(ids)
+        return bursts
+
+    def _size_windows(self) -> None:
+        """Two short windows of the reference (the first pays one-time costs) give the time
+        a call takes, hand-off included; that sizes every later window."""
+        self._progress("reference", 0, ALONE_BURSTS, "sizing the timed windows")
+        probe = self._reference_windows(MIN_CALLS, 2)[-1]
+        self.ev.calls = calls_per_window(probe.mean_ms(), int(self.ev.info.get("set_bytes") or 1),
+                                         self.job.device)
+
+    def time_alone(self) -> None:
+        """The reference's windows before the candidate is imported: a discarded one, then
+        ``ALONE_BURSTS`` kept."""
+        self._progress("reference", 0, ALONE_BURSTS, "the reference alone")
+        bursts = self._reference_windows(self.ev.calls, ALONE_BURSTS + 1)
         self.ev.alone, self.alone_age = bursts[1:], None
 
     def build(self) -> None:
         self._progress("build", 0, 1, "importing and compiling the candidate")
-        outputs = self.ev.info.get("outputs") or []
-        reply, _ = self._ask_worker({"op": "init", "init_seed": self.init_seed,
-                                     "outputs": outputs, "single": len(outputs) == 1})
-        self._settings(reply)
+        self._settings(self._init_runner("candidate"))
+        self._attach("candidate", self.ev.calls)
         self._progress("build", 1, 1, "")
 
     def _settings(self, reply: Reply) -> None:
@@ -235,24 +316,20 @@ class Conductor:
         trials = self.job.correctness_trials
         for t in range(trials):
             self._progress("correctness", t, trials)
-            ids, slots = self._new_sets(1, 2)
-            names = [f"{ids[0]}/0", f"{ids[0]}/1"]
-            reply, _ = self._ask_worker({"op": "trial", "slots": [slots[n] for n in names]})
+            ids = self._new_sets(1)
+            values = self._fill("candidate", ids * 2)  # one set in slots 0 and 1
+            reply = self._ask_runner("candidate", {"op": "trial", "values": values})
             self._settings(reply)
             metas = read_metas(reply.get("outputs"), 2)
-            self._ask_referee({"op": "seal", "slots": names})
-            self._reference_burst(ids, "strict")
-            results = self._check(names)
+            self._ask_referee({"op": "seal", "runner": RUNNER["candidate"]})
+            self._ask_referee({"op": "expect", "sets": ids})
+            results = self._check("candidate", ids)
             self._release(ids)
             trial = self._trial_report(t, results, metas)
             self.ev.trials.append(trial)
             if not trial.ok:
                 break
         self._progress("correctness", trials, trials)
-
-    def _check(self, names: list[str]) -> list[CheckResult]:
-        reply = self._ask_referee({"op": "check", "slots": names})
-        return cast(list[CheckResult], reply["results"])  # the trusted referee's reply
 
     def _trial_report(self, t: int, results: list[CheckResult],
                       metas: list[OutputMeta]) -> TrialReport:
@@ -267,8 +344,11 @@ class Conductor:
                            max(float(r.get("rel", 0)) for r in results), message)
 
     def _output_flags(self, metas: list[OutputMeta]) -> None:
+        """The candidate's own word that it hands out a buffer it overwrites later: a warning
+        for the user who drops the module in (every delivered output was copied and checked,
+        so it moves no measurement)."""
         if any(m.get("reused") for m in metas):
-            self.ev.flags.append(Flag("output_buffer_reused", OUTPUT_REUSED_MESSAGE))
+            self.ev.flags.append(Flag("output_buffer_reused", OUTPUT_REUSED_MESSAGE, "warn"))
 
     def _mutation_flags(self, results: list[CheckResult]) -> None:
         for r in results:
@@ -277,101 +357,56 @@ class Conductor:
                                           f"input #{j} in place (an in-place activation?); the "
                                           "reference leaves its inputs unchanged"))
 
-    def add_matched_referee(self, referee: Running) -> None:
-        """Time the matched reference in ``referee``, a fresh one under the candidate's
-        settings from its first op on (same init seed, hence the same weights)."""
-        xdir = referee.child.exchange / f"xchg-{secrets.token_hex(8)}"
-        xdir.mkdir(mode=0o700, parents=True)
-        self.mref = referee
-        self._ask_referee(RefereeInit(
-            op="init", init_seed=self.init_seed, probe_seed=_seed(), xdir=str(xdir),
-            matched=self._matched_settings()), referee)
-        self.ev.flags.append(Flag("reference_matched_apart", "the matched reference ran in a "
-                                  "referee process of its own, under the candidate's settings "
-                                  "from its start: cuDNN keeps the plans it chose before "
-                                  "cudnn.benchmark was turned on", "info"))
+    def add_matched(self, runner: Running) -> None:
+        """Time the reference under the candidate's precision in a runner of its own, built
+        under those settings from its first op on (cuDNN keeps plans chosen earlier)."""
+        self.runners["matched"] = runner
+        _signal(runner, signal.SIGSTOP)
+        self._xdirs()
+        self._init_runner("matched")
+        self._attach("matched", self.ev.calls)
 
-    def _matched_settings(self) -> MatchedSettings:
-        return {"settings": self.ev.settings_changed,
-                "autocast": self.ev.precision.get("autocast")}
-
-    def timing(self, matched: bool) -> None:
-        job, calls = self.job, 0
-        if matched and self.mref is None:
-            self._ask_referee({"op": "matched", **self._matched_settings()})
-        self._round(max(1, min(job.warmup, BURST)), matched, keep=False)
+    def timing(self) -> None:
+        job, calls = self.job, self.ev.calls
+        self._round(max(1, min(job.warmup, calls)), keep=False)
+        most = max(MIN_BURSTS, math.ceil(job.max_samples / calls))
+        least = max(MIN_BURSTS, math.ceil(job.min_samples / calls))
         started = time.monotonic()
-        while calls < job.max_samples:
-            self._round(min(BURST, job.max_samples - calls), matched, keep=True)
-            calls += len(self.ev.candidate[-1].times_ms)
-            self._progress("timing", calls, job.max_samples)
+        while len(self.ev.candidate) < most:
+            self._round(calls, keep=True)
+            self._progress("timing", len(self.ev.candidate), most)
             if self.ev.recheck.mismatches:
                 break
             elapsed = time.monotonic() - started
-            if calls >= job.min_samples and (self._stable() or elapsed > job.timing_budget_s):
+            if len(self.ev.candidate) >= least and (self._stable() or
+                                                    elapsed > job.timing_budget_s):
                 break
         self.ev.timed = True
 
     def _stable(self) -> bool:
         sides = [self.ev.reference, self.ev.candidate] + ([self.ev.matched] if self.ev.matched
                                                           else [])
-        return all(len(s) >= MIN_BURSTS and
-                   median_rel_ci([b.mean_ms() for b in s]) <= self.job.stable_rel_ci
-                   for s in sides)
+        return all(median_rel_ci(means(s)) <= self.job.stable_rel_ci for s in sides)
 
-    def _round(self, size: int, matched: bool, keep: bool) -> None:
-        ids, slots = self._new_sets(size, 1)
-        names = [f"{i}/0" for i in ids]
-        order = ["reference", "candidate"] + (["matched"] if matched else [])
+    def _round(self, calls: int, keep: bool) -> None:
+        """Fresh sets; each runner's window on them, in random order; then the referee's
+        reference outputs and a check of every candidate output."""
+        ids = self._new_sets(calls)
+        order = list(self.runners)
         self._rng.shuffle(order)
-        bursts: dict[str, Burst] = {}
-        for side in order:
-            if side == "candidate":
-                self._map(names, slots)
-                reply, wall_ms = self._ask_worker({"op": "burst", "names": names})
-                self._ask_referee({"op": "seal", "slots": names})
-                judged = self._unmap()  # after the seal: writes into buffers come too late
-                bursts[side] = Burst(read_times(reply.get("times_ms"), size), wall_ms)
-                self._output_flags(read_metas(judged.get("outputs"), size))
-                self.ev.late += read_int(reply.get("late"))
-            else:
-                bursts[side] = self._reference_burst(ids, "strict" if side == "reference"
-                                                     else "matched")
-        results = self._check(names)
+        bursts = {side: self._window(side, ids) for side in order}
+        self._ask_referee({"op": "expect", "sets": ids})
+        results = self._check("candidate", ids)
         self._release(ids)
+        described = self._ask_runner("candidate", {"op": "describe"})
+        self._output_flags(read_metas(described.get("outputs"), calls))
         self._mutation_flags(results)
         self._recheck(results)
         if keep:
             self.ev.reference.append(bursts["reference"])
             self.ev.candidate.append(bursts["candidate"])
-            if matched:
+            if "matched" in bursts:
                 self.ev.matched.append(bursts["matched"])
-
-    def _map(self, names: list[str], slots: dict[str, SlotDesc]) -> None:
-        """The worker maps the burst's tensors first; that hand-off is bounded, not timed."""
-        count = sum(len(slots[n]["inputs"]) + len(slots[n]["outputs"]) for n in names)
-        self._handoff({"op": "map", "slots": {n: slots[n] for n in names}}, count,
-                      "mapping", "before")
-        self._mapped = count
-
-    def _unmap(self) -> Reply:
-        """After the seal, the worker describes and checks the burst's outputs and releases
-        its tensors, bounded, not timed: closing CUDA IPC handles inside the burst read as
-        the candidate's hidden work."""
-        return self._handoff({"op": "unmap"}, self._mapped, "releasing", "after")
-
-    def _handoff(self, message: Mapping[str, object], count: int, doing: str,
-                 when: str) -> Reply:
-        reply, wall_ms = self._ask_worker(message)
-        limit_ms = MAP_FLOOR_MS + MAP_PER_TENSOR_MS * count
-        if wall_ms > limit_ms:
-            self.ev.slow_maps += 1
-            if self.ev.slow_maps > 1:  # once is a hiccup of a loaded host
-                self.ev.flags.append(Flag("timing_unaccounted", f"{doing} {count} shared "
-                                          f"tensors took {wall_ms:.0f} ms (allowed "
-                                          f"{limit_ms:.0f} ms): work hidden in the untimed "
-                                          f"hand-off {when} a burst"))
-        return reply
 
     def _recheck(self, results: list[CheckResult]) -> None:
         rc = self.ev.recheck
@@ -388,10 +423,8 @@ class Conductor:
                 running.peer.send({"op": "finish"})
 
 
-
-
 def output_message(metas: list[OutputMeta], info: RefereeInfo) -> str:
-    """A plain message for an output of the wrong kind, dtype or shape (as the worker saw it)."""
+    """A plain message for an output of the wrong kind, dtype or shape (as the runner says)."""
     expected = info.get("outputs") or []
     device = info.get("device", {}).get("type", "")
     for meta in metas:
@@ -416,8 +449,8 @@ def output_message(metas: list[OutputMeta], info: RefereeInfo) -> str:
     return ""
 
 
-def spawn(mode: str, job: Job, limits: sandbox.Limits, text: str) -> Running:
-    child = warm.take(mode, job.device, limits, text, job.build_dir)
+def spawn(mode: str, job: Job, limits: sandbox.Limits, text: str, tag: str = "") -> Running:
+    child = warm.take(mode, job.device, limits, text, job.build_dir, tag=tag)
     if child is None:
         child = sandbox.Child(mode, limits, job_text=text, talk=True,
                               writable=writable_for(mode))

@@ -1,6 +1,7 @@
 """The reference-alone bursts shared by consecutive evaluations of one problem (stdlib only).
 
-The referee times the reference alone (no worker running) before an evaluation; that depends
+The reference runner times the reference alone (the candidate not yet imported) before an
+evaluation; that depends
 only on the problem, the device, torch and the timing settings, so consecutive candidates of
 one problem share one measurement. The cache lives in the launching process's memory (the app,
 or one ``python -m cudal1_evaluator`` run), never on disk where candidate code could forge an entry,
@@ -25,8 +26,9 @@ _lock = threading.Lock()
 _entries: dict[str, tuple[float, list[Burst]]] = {}
 
 
-def key_of(job: Job, info: Mapping[str, object]) -> str:
-    """Problem source, device (as the referee saw it), torch version and timing settings."""
+def key_of(job: Job, info: Mapping[str, object], calls: int) -> str:
+    """Problem source, device (as the referee saw it), torch version, timing settings and the
+    calls per window (a window's hand-off is shared by its calls)."""
     versions = info.get("versions")
     parts = {
         "problem": hashlib.sha256(job.problem_source.encode("utf-8", "replace")).hexdigest(),
@@ -34,6 +36,7 @@ def key_of(job: Job, info: Mapping[str, object]) -> str:
         "torch": versions.get("torch", "") if isinstance(versions, dict) else "",
         "timing": [job.warmup, job.min_samples, job.max_samples, job.timing_budget_s,
                    job.stable_rel_ci, job.compare_torch_compile, job.memory_limit_mb],
+        "calls": calls,
     }
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()

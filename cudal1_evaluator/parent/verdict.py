@@ -1,9 +1,9 @@
 """The parent's verdict (stdlib only), from what trusted processes measured.
 
-Correctness comes from the referee's checks (``conduct.Evidence``), never from the worker's
-report; timing summaries and the speedup are recomputed from raw burst times, cross-checked
-against the parent's wall clock (``timing_checks``). The worker's report adds only what can
-make its verdict worse (errors, guard findings) or is informative (compile log, profile).
+Correctness comes from the referee's checks (``conduct.Evidence``), never from the runner's
+report; every time is the parent's own clock around a trusted window (``timing_checks``). The
+candidate's report adds only what can make its verdict worse (errors, guard findings) or is
+informative (compile log, profile).
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ from cudal1_evaluator.isolation.sandbox import Outcome
 from cudal1_evaluator.parent import diskcap
 from cudal1_evaluator.parent.conduct import Evidence
 from cudal1_evaluator.parent.timing_checks import (
-    Burst,
-    calibrate,
-    candidate_means,
-    cross_check,
-    median_overhead_ms,
+    SLOWED_CAP,
+    means,
+    median_of,
     ratio,
     reference_means,
     reference_slowed,
@@ -70,50 +68,43 @@ def _process_failure(job: Job, outcome: Outcome) -> tuple[Status, str] | None:
 
 
 
-def _samples(bursts: list[Burst]) -> list[float]:
-    return [t for b in bursts for t in b.times_ms]
+CLOCK = "trusted_window"  # the parent's clock around each window, per call
 
 
-def _timing(ev: Evidence, clock: str) -> dict[str, TimingSummary]:
+def _timing(ev: Evidence) -> dict[str, TimingSummary]:
     sides = {"reference": ev.reference, "candidate": ev.candidate,
              "reference_pristine": ev.alone, "reference_matched": ev.matched}
-    timing = {}
-    for name, bursts in sides.items():
-        if bursts or name in ("reference", "candidate"):
-            timing[name] = summarize(_samples(bursts), clock)
-            timing[name].outside_ms = median_overhead_ms(bursts)
-    return timing
+    return {name: summarize(means(bursts), CLOCK) for name, bursts in sides.items()
+            if bursts or name in ("reference", "candidate")}
 
 
-def _timing_flags(ev: Evidence, timing: dict[str, TimingSummary]) -> tuple[list[Flag], bool]:
-    """(flags, whether the speedup is taken against the reference alone)."""
-    flags = cross_check(ev.candidate, calibrate(ev.reference + ev.matched + ev.alone))
-    n = len(_samples(ev.candidate))
-    if ev.late > max(2, n // 4):
-        flags.append(Flag("work_outside_timed_stream", f"{ev.late} of {n} timed candidate "
-                          "calls left GPU work running past the timing stream (side streams?); "
-                          "it was counted through a device-wide sync", "warn"))
+def _timing_flags(timing: dict[str, TimingSummary]) -> list[Flag]:
+    flags = []
     for name in ("reference", "candidate"):
         if timing[name].n == 0 or timing[name].median_ms <= 0:
             flags.append(Flag("timing_implausible", f"no usable {name} timing samples"))
-    slowed = None
     if "reference_pristine" in timing:
         slowed = reference_slowed(timing["reference"], timing["reference_pristine"])
-    if slowed is not None:
-        flags.append(slowed)
-    return flags, slowed is not None
+        if slowed is not None:
+            flags.append(slowed)
+    return flags
 
 
-def _speedups(ev: Evidence, result: Result, against_alone: bool) -> None:
-    """Headline: against the reference under the candidate's precision (or the strict one
-    when that is faster: a precision claim never inflates it); strict beside it. A reference
-    slowed next to the candidate is replaced by the reference alone."""
-    cand = candidate_means(ev.candidate, calibrate(ev.reference + ev.matched + ev.alone))
-    strict = ratio(reference_means(ev.alone if against_alone else ev.reference), cand)
+def _against_alone(ev: Evidence) -> bool:
+    alone, inter = median_of(ev.alone), median_of(ev.reference)
+    return alone is not None and inter is not None and inter > SLOWED_CAP * alone
+
+
+def _speedups(ev: Evidence, result: Result) -> None:
+    """Headline: against the reference under the candidate's precision, or the strict one when
+    that is faster (a precision claim never inflates it); strict beside it. The strict
+    reference is the one interleaved with it, capped at 5 % over the reference alone."""
+    cand = means(ev.candidate)
+    strict = ratio(reference_means(ev.alone, ev.reference), cand)
     if not ev.matched:
         result.speedup, result.speedup_strict = strict, None
         return
-    matched = ratio(reference_means(ev.matched), cand)
+    matched = ratio(means(ev.matched), cand)
     result.speedup_strict = strict
     result.speedup = min(matched, strict) if matched and strict else matched or strict
 
@@ -135,12 +126,11 @@ def _status(report: WorkerReport | None, ev: Evidence, flags: list[Flag]) -> tup
     return "ok", True
 
 
-def _ok_message(result: Result) -> str:
-    alone = any(f.code == "reference_slowed" for f in result.flags)
+def _ok_message(result: Result, alone: bool) -> str:
     ref = result.timing["reference_pristine" if alone else "reference"]
     cand = result.timing["candidate"]
-    text = (f"speedup {result.speedup:.3g}x (reference {'alone ' if alone else ''}"
-            f"{ref.median_ms:.4g} ms, candidate {cand.median_ms:.4g} ms)")
+    used = f"alone {ref.median_ms:.4g} ms +5 %" if alone else f"{ref.median_ms:.4g} ms"
+    text = f"speedup {result.speedup:.3g}x (reference {used}, candidate {cand.median_ms:.4g} ms)"
     if result.speedup_strict is not None:
         text += (f"; against the strict fp32 reference {result.speedup_strict:.3g}x "
                  f"(the candidate computes in {result.precision.get('candidate')})")
@@ -162,7 +152,7 @@ def _runtime_message(report: WorkerReport | None, ev: Evidence, outcome: Outcome
 def _message(status: Status, report: WorkerReport | None, ev: Evidence, outcome: Outcome,
              result: Result) -> str:
     if status == "ok":
-        return _ok_message(result)
+        return _ok_message(result, _against_alone(ev))
     if status == "compile_error":
         return report.error if report is not None else ""
     if status == "runtime_error":
@@ -208,16 +198,13 @@ def _from_evidence(job: Job, outcome: Outcome, report: WorkerReport | None, ev: 
     output = stderr_lines(outcome.stdout_tail + "\n" + outcome.stderr_tail, 40)
     result.compile_log = (report.compile_log if report is not None else "") or output[-4000:]
     flags = _flags_of(outcome, report, ev)
-    against_alone = False
     if ev.timed:
-        clock = "cuda_events" if job.device.startswith("cuda") else "perf_counter"
-        result.timing = _timing(ev, clock)
-        timing_flags, against_alone = _timing_flags(ev, result.timing)
-        flags += timing_flags
+        result.timing = _timing(ev)
+        flags += _timing_flags(result.timing)
     result.flags = _one_each(flags)
     result.status, result.correct = _status(report, ev, result.flags)
     if ev.timed:
-        _speedups(ev, result, against_alone)
+        _speedups(ev, result)
     result.message = _message(result.status, report, ev, outcome, result)
 
 
@@ -254,5 +241,5 @@ def slowed_now(ev: Evidence) -> bool:
     """Would the timing so far flag ``reference_slowed``? (for a fresh alone measurement)"""
     if not ev.alone or not ev.reference:
         return False
-    inter = summarize(_samples(ev.reference), "")
-    return reference_slowed(inter, summarize(_samples(ev.alone), "")) is not None
+    inter = summarize(means(ev.reference), "")
+    return reference_slowed(inter, summarize(means(ev.alone), "")) is not None

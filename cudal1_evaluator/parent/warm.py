@@ -20,40 +20,41 @@ from cudal1_evaluator.isolation.sandbox import Child, Limits
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 
 enabled = True
-_MAX_IDLE = 4  # a run, a referee and a profile child per device, and one spare
+_MAX_IDLE = 5  # two runners, a referee and a profile child per device, and one spare
 TALKING = ("run", "referee")  # children driven by the parent's protocol (a talk socket)
 _lock = threading.Lock()
 _idle: dict[str, Child] = {}
 
 
-def _kind(mode: str, device: str, limits: Limits, build_root: str) -> str:
+def _kind(mode: str, device: str, limits: Limits, build_root: str, tag: str = "") -> str:
     placeholder = Path("/nonexistent")
     env = scrub_env(dict(os.environ), home=placeholder, tmpdir=placeholder)
     # memory and CPU-time limits are sent with the job: only what is fixed at start counts
     fixed = (limits.address_space, limits.nofile, limits.fsize_mb)
-    text = repr((mode, device, fixed, build_root, sorted(env.items())))
+    text = repr((mode, tag, device, fixed, build_root, sorted(env.items())))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def take(mode: str, device: str, limits: Limits, job_text: str,
-         build_root: str | None = None) -> Child | None:
+         build_root: str | None = None, tag: str = "") -> Child | None:
     """A live warm child of this kind whose sandbox covers the job's build dir, removed from
     the pool, or None (then the caller starts a cold one). The one place a warm child's
     coverage is checked: a child that cannot write where the job builds is never handed out."""
     with _lock:
-        child = _idle.pop(_kind(mode, device, limits, build_root or ""), None)
+        child = _idle.pop(_kind(mode, device, limits, build_root or "", tag), None)
     if child is not None and not (child.alive() and child.covers(job_text)):
         child.discard()
         return None
     return child
 
 
-def prepare(mode: str, device: str, limits: Limits, build_root: str | None = None) -> None:
+def prepare(mode: str, device: str, limits: Limits, build_root: str | None = None,
+            tag: str = "") -> None:
     """Start a warm child of this kind unless one is waiting already; its sandbox may write
     ``build_root``, where the next job of this kind builds."""
     if not enabled:
         return
-    kind = _kind(mode, device, limits, build_root or "")
+    kind = _kind(mode, device, limits, build_root or "", tag)
     with _lock:
         current = _idle.get(kind)
         if current is not None and current.alive():

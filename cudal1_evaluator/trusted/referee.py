@@ -1,25 +1,24 @@
-"""The referee child (trusted): the pristine reference, every input set, every comparison.
+"""The referee child (trusted): every input set, the strict reference outputs, every check.
 
-It never imports candidate code. From seeds the parent sends it makes each input set with the
-problem's own ``get_inputs``, keeps the original, and exports a worker copy of the inputs plus
-NaN-poisoned output buffers per worker call (``wire.tensor_exchange``). It times the
-reference in bursts with the same loop the worker uses (``timing.burst``), keeps the strict
-fp32 reference outputs, and after the worker ran, freezes ("seals") the worker's inputs and
-outputs, then checks them: inputs bit-equal to the originals, outputs within tolerance.
+It never imports candidate code and never runs anything timed. It exports a pool of buffers
+per runner once (``Pool``: input slots and NaN-poisoned output slots, in that runner's own
+exchange dir or as CUDA IPC handles, ``wire.tensor_exchange``). From seeds the parent sends it
+makes each input set with the problem's own ``get_inputs`` and keeps the original; before a
+window it fills the runner's slots with fresh sets (``fill``). It computes the strict fp32
+reference outputs itself (``expect``), and after a runner's window freezes ("seals") what the
+runner left in its slots, then checks it: inputs bit-equal to the originals, outputs within
+tolerance. Its seal closes the parent's timed window: outputs count once it holds a copy.
 """
 
 from __future__ import annotations
 
-import contextlib
+import statistics
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from cudal1_evaluator.candidate_side import integrity
 from cudal1_evaluator.common.compare import (
     as_tensors,
     clone_inputs,
@@ -28,83 +27,94 @@ from cudal1_evaluator.common.compare import (
     same_inputs,
 )
 from cudal1_evaluator.common.harness import Harness, SetupError, describe_exception
-from cudal1_evaluator.common.timing import burst
 from cudal1_evaluator.schema import Job
 from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.wire.report import WorkerReport
 from cudal1_evaluator.wire.talk import Handler, Peer, serve
 from cudal1_evaluator.wire.talk_messages import (
+    Check,
     Checked,
     CheckResult,
     Empty,
-    Matched,
-    MatchedSettings,
+    Fill,
+    Filled,
+    IdleProbe,
+    PoolRequest,
+    PoolSlots,
     Prepare,
-    Prepared,
     RefereeInfo,
     RefereeInit,
-    Reference,
-    Release,
+    Seal,
+    SetIds,
     SlotDesc,
-    SlotNames,
-    Times,
 )
-from cudal1_evaluator.wire.tensor_exchange import (
-    copyable,
-    export,
-    export_tensor,
-    poisoned_like,
-    referee_delivery,
-    sink_like,
-)
-
-# the candidate's settings the reference adopts when timed "matched" (precision parity)
-PRECISION_KEYS = (
-    "float32_matmul_precision", "cudnn.allow_tf32", "cuda.matmul.allow_tf32", "cudnn.benchmark",
-    "cuda.matmul.allow_fp16_reduced_precision_reduction",
-    "cuda.matmul.allow_bf16_reduced_precision_reduction", "fp32_precision",
-    "cuda.matmul.fp32_precision", "cudnn.fp32_precision", "cudnn.conv.fp32_precision",
-    "mkldnn.fp32_precision", "mkldnn.matmul.fp32_precision", "mkldnn.conv.fp32_precision",
-)
-AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}
+from cudal1_evaluator.wire.tensor_exchange import export, export_tensor, poisoned_like
 
 
-@dataclass
-class Slot:
-    """One worker call: its copy of a set's inputs and its output buffers."""
+class Pool:
+    """One runner's shared buffers, exported once: ``calls`` slots, each the inputs of one call
+    and NaN-poisoned buffers for its outputs. Before each window the referee fills the slots
+    with fresh input sets and poisons the outputs; opening the buffers is no part of a window."""
 
-    inputs: list[Any]
-    outputs: list[torch.Tensor]
-    sealed_inputs: list[Any] | None = None
-    sealed_outputs: list[torch.Tensor] | None = None
+    def __init__(self, inputs: list[Any], outputs: list[torch.Tensor], calls: int,
+                 xdir: Path, dev: torch.device) -> None:
+        self.inputs: list[list[Any]] = []
+        self.outputs: list[list[torch.Tensor]] = []
+        self.descs: list[SlotDesc] = []
+        self.files: list[str] = []
+        for _ in range(calls):
+            pairs = [export(x, xdir, dev) for x in inputs]
+            outs = [export_tensor(poisoned_like(t), xdir, dev) for t in outputs]
+            self.inputs.append([p[0] for p in pairs])
+            self.outputs.append([o[0] for o in outs])
+            self.descs.append({"inputs": [p[1] for p in pairs], "outputs": [o[1] for o in outs]})
+            self.files += [d[1]["path"] for d in pairs + outs if d[1]["kind"] == "file"]
+
+    def fill(self, slot: int, values: list[Any]) -> list[Any]:
+        """The set's values into the slot, its outputs poisoned; the non-tensor values (the
+        runner takes those from the request)."""
+        plain: list[Any] = []
+        for buf, value in zip(self.inputs[slot], values, strict=True):
+            if isinstance(buf, torch.Tensor) and isinstance(value, torch.Tensor):
+                buf.copy_(value)
+                plain.append(None)
+            else:
+                plain.append(value)
+        for out in self.outputs[slot]:
+            out.copy_(poisoned_like(out))
+        return plain
+
+    def remove(self) -> None:
+        for name in self.files:
+            Path(name).unlink(missing_ok=True)
 
 
-@dataclass
 class InputSet:
-    original: list[Any]
-    expected: Any = None  # the strict fp32 reference output
-    slots: dict[int, Slot] = field(default_factory=dict)
-    files: list[str] = field(default_factory=list)
-    sink: list[torch.Tensor] = field(default_factory=list)  # where the reference's output goes
+    def __init__(self, original: list[Any]) -> None:
+        self.original = original
+        self.expected: Any = None  # the strict fp32 reference output
+        # "K.J" (runner K, slot J) -> the runner's inputs there and the outputs its seal froze
+        self.sealed: dict[str, tuple[list[Any], list[torch.Tensor]]] = {}
+
+
+def _nbytes(values: list[Any]) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
 
 class Referee:
     def __init__(self, job: Job) -> None:
-        self.job, self.xdir = job, Path(".")
+        self.job = job
         self.sets: dict[int, InputSet] = {}
-        self.matched_settings: integrity.SettingsSnapshot | None = None
-        self.autocast: torch.dtype | None = None
+        self.pools: dict[int, Pool] = {}
+        self.filled: dict[int, list[int]] = {}  # runner -> the set in each slot
 
     # -- ops -----------------------------------------------------------------------------
     def init(self, msg: RefereeInit) -> RefereeInfo:
-        self.xdir = Path(str(msg["xdir"]))
         self.h = Harness(self.job, init_seed=int(msg["init_seed"]))
         self.model = self.h.reference_model()
-        self.strict_settings = integrity.snapshot_settings()
-        if "matched" in msg:  # the matched referee: nothing runs under other settings
-            self._adopt(msg["matched"])
-        with torch.no_grad(), self._precision(strict="matched" not in msg):
-            out = self.model(*self.h.make_inputs(int(msg["probe_seed"])))
+        self.probe = self.h.make_inputs(int(msg["probe_seed"]))
+        with torch.no_grad():
+            out = self.model(*clone_inputs(self.probe))
         tensors = as_tensors(out)
         if tensors is None:
             raise SetupError("the reference returns neither a tensor nor a tuple of tensors")
@@ -115,113 +125,107 @@ class Referee:
         return {"device": envinfo.device_info(self.h.device), "versions": envinfo.versions(),
                 "tolerance": tolerance,
                 "outputs": [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
-                            for t in self.templates]}
+                            for t in self.templates],
+                "set_bytes": _nbytes(self.probe) + _nbytes(self.templates)}
 
-    def prepare(self, msg: Prepare) -> Prepared:
-        slots: dict[str, SlotDesc] = {}
-        dev = self.h.device
-        for spec in msg["sets"]:
-            sid = int(spec["id"])
-            made = InputSet(original=self.h.make_inputs(int(spec["seed"])))
-            for t in self.templates:
-                buf, path = sink_like(t, self.xdir, dev)
-                made.sink.append(buf)
-                made.files += [path] if path is not None else []
-            for k in range(int(spec["copies"])):
-                pairs = [export(x, self.xdir, dev) for x in made.original]
-                outs = [export_tensor(poisoned_like(t), self.xdir, dev) for t in self.templates]
-                made.slots[k] = Slot([p[0] for p in pairs], [o[0] for o in outs])
-                made.files += [d[1]["path"] for d in pairs + outs if d[1]["kind"] == "file"]
-                slots[f"{sid}/{k}"] = {"inputs": [p[1] for p in pairs],
-                                       "outputs": [o[1] for o in outs]}
-            self.sets[sid] = made
+    def pool(self, msg: PoolRequest) -> PoolSlots:
+        """A runner's buffers (made again at another size), described for it to open once."""
+        runner = int(msg["runner"])
+        old = self.pools.pop(runner, None)
+        if old is not None:
+            old.remove()
+        made = Pool(self.probe, self.templates, int(msg["calls"]), Path(str(msg["xdir"])),
+                    self.h.device)
+        self.pools[runner] = made
         self.h.clock.sync()
-        return {"slots": slots}
+        return {"slots": made.descs}
 
-    def reference(self, msg: Reference) -> Times:
-        ids = [int(i) for i in msg["sets"]]
-        strict = msg.get("precision", "strict") == "strict"
-        copies = [clone_inputs(self.sets[i].original) for i in ids]
-
-        def deliver(i: int, out: Any) -> None:
-            sink = self.sets[ids[i]].sink  # a sink per set: filled as the worker fills its own
-            for buf, t in zip(sink, as_tensors(out) or [], strict=False):
-                if copyable(t, buf):
-                    referee_delivery(buf, t)
-            if strict and self.sets[ids[i]].expected is None:
-                self.sets[ids[i]].expected = out
-
-        with torch.no_grad(), self._precision(strict):
-            times = burst(self.h.clock, lambda a: self.model(*a), copies, deliver)
-        return {"times_ms": times}
-
-    def seal(self, msg: SlotNames) -> Empty:
-        """Freeze what the worker left in shared memory, right after its burst."""
-        for slot in self._slots(msg["slots"]):
-            slot.sealed_inputs = clone_inputs(slot.inputs)
-            slot.sealed_outputs = [t.clone() for t in slot.outputs]
+    def prepare(self, msg: Prepare) -> Empty:
+        for spec in msg["sets"]:
+            self.sets[int(spec["id"])] = InputSet(self.h.make_inputs(int(spec["seed"])))
         self.h.clock.sync()
         return {}
 
-    def check(self, msg: SlotNames) -> Checked:
+    def fill(self, msg: Fill) -> Filled:
+        """Sets into a runner's slots, in order (a set may fill several slots)."""
+        runner, pool = int(msg["runner"]), self.pools[int(msg["runner"])]
+        ids = [int(i) for i in msg["sets"]]
+        plain = [pool.fill(j, self.sets[sid].original) for j, sid in enumerate(ids)]
+        self.filled[runner] = ids
+        self.h.clock.sync()
+        return {"values": plain}
+
+    def expect(self, msg: SetIds) -> Empty:
+        """The strict fp32 reference outputs of these sets, on clones of the originals."""
+        with torch.no_grad():
+            for sid in msg["sets"]:
+                made = self.sets[int(sid)]
+                if made.expected is None:
+                    made.expected = self.model(*clone_inputs(made.original))
+        self.h.clock.sync()
+        return {}
+
+    def idle(self, msg: object) -> IdleProbe:
+        """How long a tiny kernel of ours takes to come back (median of 5, host clock): a
+        GPU still running another process's kernels (work a runner left behind when it was
+        stopped) makes us wait for a time slice."""
+        if not hasattr(self, "_tiny"):
+            self._tiny = torch.zeros(1, device=self.h.device)
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            self._tiny.add_(1)
+            self.h.clock.sync()
+            times.append((time.perf_counter() - started) * 1e3)
+        return {"ms": statistics.median(times)}
+
+    def flush(self, msg: object) -> Empty:
+        """Evict the caches before a window, so every runner starts its window cold."""
+        self.h.clock.flush()
+        return {}
+
+    def seal(self, msg: Seal) -> Empty:
+        """Freeze the outputs a runner left in its slots: the end of its timed window. Its
+        input slots are compared later, in place (the runner is stopped; anything it still
+        writes there is more mutation, never less), before the next fill."""
+        runner = int(msg["runner"])
+        pool = self.pools[runner]
+        for j, sid in enumerate(self.filled.get(runner, [])):
+            self.sets[sid].sealed[f"{runner}.{j}"] = (pool.inputs[j],
+                                                      [t.clone() for t in pool.outputs[j]])
+        self.filled[runner] = []
+        self.h.clock.sync()
+        return {}
+
+    def check(self, msg: Check) -> Checked:
+        """Every sealed slot of a runner for these sets, against the strict reference."""
         results: list[CheckResult] = []
-        for name in msg["slots"]:
-            sid = int(str(name).split("/")[0])
-            slot, made = self._slots([name])[0], self.sets[sid]
-            if made.expected is None or slot.sealed_outputs is None:
-                raise RuntimeError(f"slot {name} checked before the reference or the seal")
-            sealed_in = slot.sealed_inputs or []
-            mutated = [j for j, (a, b) in enumerate(zip(sealed_in, made.original, strict=True))
-                       if not same_inputs([a], [b])]
-            got: Any = slot.sealed_outputs[0] if self.single else list(slot.sealed_outputs)
-            result = compare_outputs(made.expected, got, self.job.tolerance)
-            results.append({"ok": result.ok, "abs": result.max_abs_err,
-                            "rel": result.max_rel_err, "message": result.message,
-                            "mutated": mutated})
+        prefix = f"{int(msg['runner'])}."
+        for sid in msg["sets"]:
+            made = self.sets[int(sid)]
+            if made.expected is None:
+                raise RuntimeError(f"set {sid} checked before its reference output")
+            for key in sorted(k for k in made.sealed if k.startswith(prefix)):
+                results.append(self._compare(made, *made.sealed[key]))
         return {"results": results}
 
-    def matched(self, msg: Matched) -> Empty:
-        self._adopt(msg)
-        return {}
+    def _compare(self, made: InputSet, inputs: list[Any],
+                 outputs: list[torch.Tensor]) -> CheckResult:
+        mutated = [j for j, (a, b) in enumerate(zip(inputs, made.original, strict=True))
+                   if not same_inputs([a], [b])]
+        got: Any = outputs[0] if self.single else list(outputs)
+        result = compare_outputs(made.expected, got, self.job.tolerance)
+        return {"ok": result.ok, "abs": result.max_abs_err, "rel": result.max_rel_err,
+                "message": result.message, "mutated": mutated}
 
-    def release(self, msg: Release) -> Empty:
+    def release(self, msg: SetIds) -> Empty:
         for sid in msg["sets"]:
-            made = self.sets.pop(int(sid), None)
-            for name in made.files if made is not None else []:
-                Path(name).unlink(missing_ok=True)
+            self.sets.pop(int(sid), None)
         return {}
 
-    # -- helpers -------------------------------------------------------------------------
-    def _adopt(self, msg: MatchedSettings) -> None:
-        """The settings "matched" bursts run under: the candidate's precision changes."""
-        values = dict(self.strict_settings.values)
-        for key, change in (msg.get("settings") or {}).items():
-            if key in PRECISION_KEYS and isinstance(change, dict) and key in values:
-                values[key] = change.get("after")
-        self.matched_settings = integrity.SettingsSnapshot(values)
-        self.autocast = AUTOCAST.get(str(msg.get("autocast")))
-
-    def _slots(self, names: list[str]) -> list[Slot]:
-        found = []
-        for name in names:
-            sid, k = (int(x) for x in str(name).split("/"))
-            found.append(self.sets[sid].slots[k])
-        return found
-
-    @contextlib.contextmanager
-    def _precision(self, strict: bool) -> Iterator[None]:
-        if strict or self.matched_settings is None:
-            yield
-            return
-        integrity.restore_settings(self.matched_settings)
-        try:
-            if self.autocast is not None:
-                with torch.autocast(self.h.device.type, dtype=self.autocast):
-                    yield
-            else:
-                yield
-        finally:
-            integrity.restore_settings(self.strict_settings)
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.remove()
 
 
 def run(job: Job, peer: Peer) -> WorkerReport:
@@ -235,10 +239,14 @@ def run(job: Job, peer: Peer) -> WorkerReport:
         return text
 
     handlers: dict[str, Handler] = {
-        "init": referee.init, "prepare": referee.prepare, "reference": referee.reference,
-        "seal": referee.seal, "check": referee.check, "matched": referee.matched,
-        "release": referee.release}
-    serve(peer, handlers, on_error)
+        "init": referee.init, "pool": referee.pool, "prepare": referee.prepare,
+        "fill": referee.fill, "expect": referee.expect, "flush": referee.flush,
+        "seal": referee.seal, "check": referee.check, "release": referee.release,
+        "idle": referee.idle}
+    try:
+        serve(peer, handlers, on_error)
+    finally:
+        referee.close()
     report.phase = "done" if not report.error_kind else report.phase
     report.busy_s = round(time.monotonic() - started, 3)
     return report

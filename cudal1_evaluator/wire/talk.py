@@ -5,26 +5,24 @@ sends requests (``{"op": ...}``) and reads one reply per request. Replies from t
 candidate's process) are untrusted data: size-limited, parsed as JSON (never pickle) and checked
 field by field with the ``read_*`` helpers below before anything uses them.
 
-Requests to the referee (trusted, never loads candidate code):
-    init {init_seed}                       -> {device, versions, tolerance, outputs: [spec]}
-    prepare {sets: [{id, seed, copies}]}   -> {slots: {"ID/K": {inputs: [...], outputs: [...]}}}
-    reference {sets, precision, timed}     -> {times_ms}           (strict outputs are kept)
-    seal {slots}                           -> {}   (worker outputs and input copies frozen now)
+Requests to the referee (trusted, never loads candidate code, times nothing):
+    init {init_seed, probe_seed}           -> {device, versions, tolerance, outputs, set_bytes}
+    prepare {sets: [{id, seed, xdirs}]}    -> {slots: {"ID/K": {inputs: [...], outputs: [...]}}}
+    flush {}                               -> {}   (caches evicted before a window)
+    seal {slots}                           -> {}   (a runner's inputs and outputs frozen now)
+    expect {sets}                          -> {}   (the strict reference outputs)
     check {slots}                          -> {results: [{ok, abs, rel, message, mutated}]}
-    matched {settings, autocast}           -> {}   (the candidate's precision, for "matched")
     release {sets}                         -> {}
-Requests to the worker:
-    init {init_seed}                       -> {settings_changed} after build and lock-down
+Requests to a runner (the candidate's process, or the reference's sibling):
+    init {init_seed, outputs, single}      -> {settings_changed} after build and lock-down
     trial {slots: [a, b]}                  -> {outputs: [meta, meta], settings_changed}
-    map {slots: {name: desc}}              -> {}   (opens the next burst's tensors, bounded)
-    burst {names}                          -> {times_ms, late, outputs: [meta...]}
+    burst {slots: [...]}                   -> {outputs: [meta...]}  (one timed window)
 Both: finish {} -> the child sends its final report on the result pipe and exits.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import select
 import socket
 import time
@@ -101,23 +99,8 @@ class Peer:
         return reply
 
 
-def read_times(value: Any, count: int) -> list[float]:
-    """Exactly ``count`` finite, non-negative milliseconds, or PeerGone."""
-    if not isinstance(value, list) or len(value) != count:
-        raise PeerGone(f"expected {count} call times, got {type(value).__name__}")
-    out: list[float] = []
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int | float):
-            raise PeerGone("a call time that is not a number")
-        number = float(item)
-        if not math.isfinite(number) or number < 0:
-            raise PeerGone("a call time that is negative or not finite")
-        out.append(number)
-    return out
-
-
 def read_metas(value: Any, count: int) -> list[OutputMeta]:
-    """Output descriptions as the worker claims them (used for messages, never for a pass):
+    """Output descriptions as a runner claims them (used for messages, never for a pass):
     objects, each read with ``.get``; anything else counts as an empty description."""
     if not isinstance(value, list) or len(value) != count:
         raise PeerGone(f"expected {count} output descriptions")

@@ -8,7 +8,7 @@ from the trusted parent; a reply from the worker is untrusted and is read with
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal, TypedDict
 
 from cudal1_evaluator.verdict_details import DeviceInfo, SettingsChanged, ToleranceInfo
 
@@ -96,10 +96,6 @@ class RefereeInit(TypedDict):
     op: Literal["init"]
     init_seed: int
     probe_seed: int
-    xdir: str
-    # a referee for the matched reference alone: under the candidate's settings from its
-    # first op on, as the candidate's process was (cuDNN's plan cache remembers the rest)
-    matched: NotRequired[MatchedSettings]
 
 
 class RefereeInfo(TypedDict, total=False):
@@ -109,12 +105,48 @@ class RefereeInfo(TypedDict, total=False):
     versions: dict[str, str]
     tolerance: ToleranceInfo
     outputs: list[OutputSpec]
+    set_bytes: int  # one input set and its outputs, in bytes (sizes the windows)
 
 
 class SetRequest(TypedDict):
     id: int
     seed: int
-    copies: int
+
+
+class PoolRequest(TypedDict):
+    op: Literal["pool"]
+    runner: int
+    calls: int
+    xdir: str  # the runner's own exchange dir (host tensors)
+
+
+class PoolSlots(TypedDict):
+    slots: list[SlotDesc]  # one per call of a window, opened once by the runner
+
+
+class Fill(TypedDict):
+    op: Literal["fill"]
+    runner: int
+    sets: list[int]  # set of slot J
+
+
+class Filled(TypedDict):
+    values: list[list[object]]  # per slot, the non-tensor inputs (None where a tensor)
+
+
+class IdleProbe(TypedDict):
+    ms: float  # a tiny kernel's round trip, host clock (the GPU busy with others: longer)
+
+
+class Seal(TypedDict):
+    op: Literal["seal"]
+    runner: int
+
+
+class Check(TypedDict):
+    op: Literal["check"]
+    runner: int
+    sets: list[int]
 
 
 class Prepare(TypedDict):
@@ -122,23 +154,9 @@ class Prepare(TypedDict):
     sets: list[SetRequest]
 
 
-class Prepared(TypedDict):
-    slots: dict[str, SlotDesc]  # "ID/K" -> the K-th copy of set ID
-
-
-class Reference(TypedDict):
-    op: Literal["reference"]
+class SetIds(TypedDict):
+    op: Literal["expect", "release"]
     sets: list[int]
-    precision: Literal["strict", "matched"]
-
-
-class Times(TypedDict):
-    times_ms: list[float]
-
-
-class SlotNames(TypedDict):
-    op: Literal["seal", "check"]
-    slots: list[str]
 
 
 class CheckResult(TypedDict):
@@ -151,15 +169,6 @@ class CheckResult(TypedDict):
 
 class Checked(TypedDict):
     results: list[CheckResult]
-
-
-class Matched(MatchedSettings):
-    op: Literal["matched"]
-
-
-class Release(TypedDict):
-    op: Literal["release"]
-    sets: list[int]
 
 
 # -- the worker ----------------------------------------------------------------------------
@@ -176,9 +185,14 @@ class SettingsReply(TypedDict):
     settings_changed: SettingsChanged
 
 
+class Attach(TypedDict):
+    op: Literal["attach"]
+    slots: list[SlotDesc]  # the runner's pool, opened once
+
+
 class Trial(TypedDict):
     op: Literal["trial"]
-    slots: list[SlotDesc]
+    values: list[list[object]]  # slots 0 and 1: the non-tensor inputs
 
 
 class TrialOutputs(TypedDict):
@@ -186,23 +200,9 @@ class TrialOutputs(TypedDict):
     settings_changed: SettingsChanged
 
 
-class MapSlots(TypedDict):
-    op: Literal["map"]
-    slots: dict[str, SlotDesc]
-
-
-class Unmap(TypedDict):
-    op: Literal["unmap"]
-
-
 class BurstRequest(TypedDict):
     op: Literal["burst"]
-    names: list[str]
-
-
-class BurstTimes(TypedDict):
-    times_ms: list[float]
-    late: int
+    values: list[list[object]]  # one per call, slot J for call J: the non-tensor inputs
 
 
 class JudgedOutputs(TypedDict):

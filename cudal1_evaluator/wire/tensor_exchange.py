@@ -129,21 +129,6 @@ def poisoned_like(value: torch.Tensor) -> torch.Tensor:
     return torch.full_like(value, fill, memory_format=torch.contiguous_format)
 
 
-def sink_like(template: torch.Tensor, directory: Path, device: torch.device
-              ) -> tuple[torch.Tensor, str | None]:
-    """(a buffer the referee delivers its own output into, its file or None). It costs what
-    the worker's shared output buffer costs to fill: on the host a shared file mapped afresh,
-    whose pages fault on the first write (1.6 ms for 4 MB on a 2-core VM, against 0.2 ms into
-    a reused buffer), so the two loops' overheads outside the timed calls compare like for
-    like; on CUDA a device buffer, as the worker's copy is device to device."""
-    if device.type == "cuda":
-        return torch.empty_like(template, memory_format=torch.contiguous_format), None
-    _, desc = _export_file(poisoned_like(template), directory)
-    fresh = open_shared(desc, device)
-    assert isinstance(fresh, torch.Tensor)
-    return fresh, desc["path"]
-
-
 def copyable(t: object, buf: torch.Tensor) -> bool:
     """A plain tensor of the buffer's shape, dtype and device (else the copy is skipped and
     the buffer keeps its poison)."""
@@ -153,19 +138,15 @@ def copyable(t: object, buf: torch.Tensor) -> bool:
 
 def deliver_into(buf: torch.Tensor, t: torch.Tensor, memmove: Callable[..., object],
                  copy: Callable[[torch.Tensor, torch.Tensor], object]) -> None:
-    """One output into its buffer, the same way on both sides. Host memory: a plain memmove,
-    no dispatcher op a candidate could override to do its work in the untimed copy; device
-    memory: ``copy`` (the wall clock watches it). The worker passes the two functions it
-    bound before the candidate was imported."""
+    """One output into its buffer, the same way in every runner, inside the timed window.
+    Host memory: a plain memmove; device memory: ``copy``. The runner passes the two
+    functions it bound before the candidate was imported (friction only: the referee checks
+    what lands in the buffer)."""
     if t.device.type == buf.device.type == "cpu" and t.is_contiguous() and \
             buf.is_contiguous():
         memmove(buf.data_ptr(), t.data_ptr(), t.numel() * t.element_size())
     else:
         copy(buf, t)
-
-
-def referee_delivery(buf: torch.Tensor, t: torch.Tensor) -> None:
-    deliver_into(buf, t, ctypes.memmove, torch.Tensor.copy_)
 
 
 def populate(value: object) -> bool:

@@ -214,15 +214,17 @@ def test_pristine_cache_keeps_the_reference_alone_per_problem() -> None:
 
     job = Job(problem_source="p", candidate_source="c")
     info = {"device": {"name": "x"}, "versions": {"torch": "2"}}
-    key = pristine_cache.key_of(job, info)
-    assert key == pristine_cache.key_of(Job(problem_source="p", candidate_source="other"), info)
-    assert key != pristine_cache.key_of(Job(problem_source="q", candidate_source="c"), info)
+    key = pristine_cache.key_of(job, info, 8)
+    assert key == pristine_cache.key_of(Job(problem_source="p", candidate_source="other"), info,
+                                        8)
+    assert key != pristine_cache.key_of(Job(problem_source="q", candidate_source="c"), info, 8)
     assert key != pristine_cache.key_of(Job(problem_source="p", candidate_source="c",
-                                            timing_budget_s=3.0), info)
-    assert key != pristine_cache.key_of(job, {**info, "versions": {"torch": "3"}})
+                                            timing_budget_s=3.0), info, 8)
+    assert key != pristine_cache.key_of(job, {**info, "versions": {"torch": "3"}}, 8)
+    assert key != pristine_cache.key_of(job, info, 16)  # windows of another size
     pristine_cache.clear()
     assert pristine_cache.get(key) is None
-    alone = [Burst([1.0, 1.01, 0.99], 3.5)]
+    alone = [Burst(3, 3.5)]
     pristine_cache.put(key, alone)
     found = pristine_cache.get(key)
     assert found is not None and found[0] is alone and found[1] >= 0

@@ -39,11 +39,9 @@ def test_honest_candidate_is_ok_with_speedup_near_one() -> None:
     assert result.reward == 0.0 or result.speedup >= 1.01
     assert {"reference", "candidate", "reference_pristine"} <= set(result.timing)
     cand = result.timing["candidate"]
-    assert cand.n >= 5 and len(cand.samples_ms) == cand.n and cand.clock == "perf_counter"
+    # one sample per trusted window: the parent's clock around it, per call
+    assert cand.n >= 5 and len(cand.samples_ms) == cand.n and cand.clock == "trusted_window"
     assert cand.p10_ms <= cand.median_ms <= cand.p90_ms
-    # each burst's wall time per call outside the timed calls, as the parent's clock saw it
-    assert cand.outside_ms is not None and cand.outside_ms > 0
-    assert result.timing["reference"].outside_ms is not None
     assert result.tolerance["preset"] == "strict"
     assert result.tolerance["by_dtype"]["float32"] == {"atol": 1e-4, "rtol": 1e-4,
                                                        "atol_scaled_by": "max|exp|"}
@@ -171,9 +169,11 @@ def test_input_mutation_is_flagged_and_rejected() -> None:
     assert "input_mutation" in codes(result)
 
 
-def test_an_output_freed_by_the_next_call_is_rejected() -> None:
+def test_an_output_freed_by_the_next_call_is_a_warning_with_its_speedup() -> None:
     """CUDA graph trees (torch.compile's reduce-overhead) free a held output's memory at the
-    next replay; here the candidate shrinks the last output's storage on each call."""
+    next replay; here the candidate shrinks the last output's storage on each call. Every
+    output was copied out and checked before the next call, so the speedup stands; the user
+    is told that the module's results do not survive its next call."""
     freeing = linear_candidate(
         "        out = torch.relu(self.fc(x))\n"
         "        if getattr(self, 'last', None) is not None:\n"
@@ -181,21 +181,22 @@ def test_an_output_freed_by_the_next_call_is_rejected() -> None:
         "        self.last = out\n"
         "        return out")
     result = evaluate(job(LINEAR_PROBLEM, freeing))
-    assert result.status == "rejected", result.message
-    assert "output_buffer_reused" in codes(result)
-    assert "clone the output" in result.message
+    assert result.status == "ok", result.message
+    flag = next(f for f in result.flags if f.code == "output_buffer_reused")
+    assert flag.severity == "warn" and "clone the output" in flag.reason
+    assert result.speedup is not None
 
 
-def test_releasing_a_bursts_tensors_is_not_charged_to_the_candidate() -> None:
-    """The worker drops a burst's shared tensors (closing CUDA IPC handles costs up to a
-    fraction of a millisecond each) after the referee sealed them, outside the wall clock
-    that brackets the burst; here releasing each input costs 20 ms."""
+def test_work_hung_on_the_release_of_inputs_is_charged_to_the_candidate() -> None:
+    """No untimed step follows a window: a finalizer the candidate hangs on its inputs (here
+    20 ms each) runs inside the window the parent times, and costs the candidate."""
     slow_release = linear_candidate(
         "        weakref.finalize(x, time.sleep, 0.02)\n"
         "        return torch.relu(self.fc(x))", "import time\nimport weakref")
     result = evaluate(job(LINEAR_PROBLEM, slow_release))
     assert result.status == "ok", result.message
-    assert "timing_unaccounted" not in codes(result)
+    assert result.speedup is not None and result.speedup < 0.5
+    assert result.timing["candidate"].median_ms > 15
 
 
 def test_every_candidate_call_runs_without_autograd() -> None:

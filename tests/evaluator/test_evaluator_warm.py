@@ -23,12 +23,12 @@ def test_an_evaluation_leaves_one_warm_worker_and_the_next_uses_it(tmp_path: Pat
     built_in = tmp_path / "builds"
     first = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST, built_in))
     assert first.status == "ok", first.message
-    assert warm.count() == 2  # a worker and a referee
+    assert warm.count() == 3  # the candidate's runner, the reference's runner, a referee
     time.sleep(3.0)  # the model writing the next candidate: the warm worker imports torch
     limits = limits_for("cpu", 6144, 120.0)
     text = job(LINEAR_PROBLEM, LINEAR_HONEST, built_in).to_json()
     taken = warm.take("run", "cpu", limits, text, str(built_in))
-    assert taken is not None and taken.alive() and warm.count() == 1
+    assert taken is not None and taken.alive() and warm.count() == 2
     taken.discard()
     second = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST, built_in))
     assert second.status == "ok", second.message
@@ -81,7 +81,7 @@ def test_warm_children_can_be_turned_off() -> None:
 def test_a_warm_worker_takes_the_jobs_own_memory_limit() -> None:
     warm.discard_all()
     evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST, timeout_s=60.0))  # leaves a warm worker
-    assert warm.count() == 2  # and a warm referee
+    assert warm.count() == 3  # and a warm reference runner and referee
     body = ("        big = torch.ones(2**31, dtype=torch.float32)  # 8 GiB > the 6 GiB limit\n"
             "        return torch.relu(self.fc(x)) + big[0]")
     # another timeout (so another CPU-time limit), same kind: the warm worker is used

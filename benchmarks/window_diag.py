@@ -1,0 +1,56 @@
+"""Where a trusted window's time goes (parent side): fill, the runner's request, the seal, per
+window, for one evaluation. ``python benchmarks/window_diag.py PROBLEM CANDIDATE [DEVICE]``.
+
+It wraps the parent's own request methods (trusted code, this process only) to time each
+step, and prints one line per window and the calls per window chosen.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cudal1_evaluator import launch
+from cudal1_evaluator.parent import conduct
+from cudal1_evaluator.schema import Job
+
+steps: list[tuple[str, str, float]] = []
+
+
+def _timed(name: str, method: Any) -> Any:
+    def wrapper(self: conduct.Conductor, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            op = ""
+            for a in args:
+                if isinstance(a, dict):
+                    op = str(a.get("op", ""))
+            steps.append((name, op, (time.perf_counter() - started) * 1e3))
+    return wrapper
+
+
+def main() -> None:
+    problem, candidate = (Path(p).read_text() for p in sys.argv[1:3])
+    device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+    conduct.Conductor._ask_referee = _timed("referee", conduct.Conductor._ask_referee)  # type: ignore[method-assign]
+    conduct.Conductor._ask_runner = _timed("runner", conduct.Conductor._ask_runner)  # type: ignore[method-assign]
+    result = launch.evaluate(Job(problem_source=problem, candidate_source=candidate,
+                                 device=device, timing_budget_s=3.0, profile=False))
+    print(result.status, result.speedup, result.message.splitlines()[0])
+    by: dict[str, list[float]] = {}
+    for name, op, ms in steps:
+        by.setdefault(f"{name}:{op}", []).append(ms)
+    for key, values in sorted(by.items()):
+        print(f"{key:22s} n={len(values):4d} median {statistics.median(values):8.3f} ms "
+              f"max {max(values):8.3f} ms")
+    for side, summary in result.timing.items():
+        print(side, summary.n, round(summary.median_ms, 4), [round(x, 3) for x in summary.samples_ms])
+
+
+if __name__ == "__main__":
+    main()

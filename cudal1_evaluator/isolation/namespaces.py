@@ -1,0 +1,333 @@
+"""Own PID and mount namespaces for a candidate-mode child (stdlib only, ctypes; Linux).
+
+``enter`` runs first thing in the child, before torch and before the rest of the sandbox
+(``confine``: landlock forbids mounts once applied). The process unshares a PID and a mount
+namespace (and a user namespace when not root), then forks once: the fork is PID 1 of the new
+namespace and goes on with the child's work; the original process (the *outer* one) only
+waits for it and exits as it did. Every process the candidate starts, ``setsid`` double forks
+included, stays in the namespace: the parent finds them all (``isolation.pidtree``), and when
+PID 1 dies the kernel kills every one of them.
+
+In the mount namespace PID 1 mounts a fresh ``/proc`` (only the namespace's processes: no other
+evaluation's or the referee's ``environ``), and covers the temp dir, ``/dev/shm``, the exchange
+base and the build caches with empty tmpfs mounts, then binds back the child's own dirs (its
+private root, its exchange dir, its per-source build dir) and, read-only, the interpreter's
+dirs found under them. The binds are cloned (``open_tree``) before anything is covered. A warm
+child learns its job later, when landlock forbids it to mount: the outer process, never
+confined and never running candidate code, binds the per-source build dir on its one request
+(``after_job``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import platform
+import re
+import resource
+import select
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+
+from cudal1_evaluator.isolation import lifetime
+
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
+_OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC, _AT_RECURSIVE = 1, os.O_CLOEXEC, 0x8000
+_AT_EMPTY_PATH, _MOVE_MOUNT_F_EMPTY_PATH, _AT_FDCWD = 0x1000, 0x4, -100
+_MOUNT_ATTR_RDONLY = 1
+_SYSCALLS = {"x86_64": (428, 429, 442), "aarch64": (428, 429, 442)}  # open_tree, move_mount,
+_PR_SET_PDEATHSIG = 1                                                # mount_setattr
+_SOURCE_DIR = re.compile(r"src-[0-9a-f]{16}")
+_TMPFS_OPTS = b"mode=1777,size=64m"
+LAYER = "process namespace"
+
+
+@dataclass
+class Entered:
+    """What ``enter`` achieved: merged into the child's ``confine.Confinement``."""
+
+    layers: dict[str, str] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Channel:
+    """PID 1's ends of the warm child's one request to the outer process."""
+
+    request: int
+    ack: int
+    roots: tuple[str, ...]  # the served build caches
+
+
+_channel: _Channel | None = None
+
+
+class _Mount:
+    """ctypes access to the mount syscalls."""
+
+    def __init__(self) -> None:
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.syscall.restype = ctypes.c_long
+        self.numbers = _SYSCALLS[platform.machine()]
+
+    def fail(self, what: str) -> OSError:
+        errno = ctypes.get_errno()
+        return OSError(errno, f"{what}: {os.strerror(errno)}")
+
+    def mount(self, source: bytes | None, target: str, fstype: bytes | None, flags: int,
+              data: bytes | None = None) -> None:
+        if self.libc.mount(source, target.encode(), fstype, ctypes.c_ulong(flags), data) != 0:
+            raise self.fail(f"mount {target}")
+
+    def open_tree(self, dirfd: int, path: str, flags: int) -> int:
+        fd = int(self.libc.syscall(ctypes.c_long(self.numbers[0]), ctypes.c_int(dirfd),
+                                   path.encode(), ctypes.c_uint(flags)))
+        if fd < 0:
+            raise self.fail(f"open_tree {path}")
+        return fd
+
+    def move_mount(self, tree: int, target: str) -> None:
+        if self.libc.syscall(ctypes.c_long(self.numbers[1]), ctypes.c_int(tree), b"",
+                             ctypes.c_int(_AT_FDCWD), target.encode(),
+                             ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH)) != 0:
+            raise self.fail(f"move_mount {target}")
+
+    def read_only(self, tree: int) -> None:
+        attr = (ctypes.c_uint64 * 4)(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+        if self.libc.syscall(ctypes.c_long(self.numbers[2]), ctypes.c_int(tree), b"",
+                             ctypes.c_uint(_AT_EMPTY_PATH | _AT_RECURSIVE), ctypes.byref(attr),
+                             ctypes.c_size_t(ctypes.sizeof(attr))) != 0:
+            raise self.fail("mount_setattr read-only")
+
+
+def _under(path: str, base: str) -> bool:
+    return path == base or path.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def _interpreter_dirs() -> list[str]:
+    """What the interpreter reads: its prefixes, its executable's dir and ``sys.path``."""
+    found = [sys.prefix, sys.base_prefix, sys.exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable)), *sys.path,
+             *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    return [os.path.realpath(p) for p in found if p and os.path.isdir(p)]
+
+
+def _binds(hide: list[str], keep: list[str]) -> list[tuple[str, bool]]:
+    """(dir, writable) to bind back over the hidden places, outermost first; left out: a dir
+    inside another of the same kind, a read-only one inside a writable one (the cwd is on
+    ``sys.path``), and one that would uncover a hidden place."""
+    wanted = [(os.path.realpath(p), True) for p in keep if os.path.isdir(p)]
+    wanted += [(p, False) for p in _interpreter_dirs()]
+    chosen: list[tuple[str, bool]] = []
+    for path, writable in sorted(dict.fromkeys(wanted), key=lambda item: len(item[0])):
+        if not any(_under(path, h) for h in hide) or any(_under(h, path) for h in hide):
+            continue
+        if not any(_under(path, p) and (w == writable or w) for p, w in chosen):
+            chosen.append((path, writable))
+    return chosen
+
+
+def _unshare(libc: ctypes.CDLL) -> tuple[bool, str]:
+    """Enter the new namespaces: (entered, why the view cannot be made private)."""
+    uid, gid = os.geteuid(), os.getegid()
+    user = 0 if uid == 0 else CLONE_NEWUSER
+    if libc.unshare(CLONE_NEWPID | CLONE_NEWNS | user) != 0:
+        return False, f"unshare(PID and mount namespaces): {os.strerror(ctypes.get_errno())}"
+    if user:
+        try:
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                               ("gid_map", f"{gid} {gid} 1")):
+                Path(f"/proc/self/{name}").write_text(text)
+        except OSError as exc:
+            return True, f"user namespace mapping: {exc}"
+    return True, ""
+
+
+def enter(plan: dict[str, list[str]]) -> Entered:
+    """Move this child into its own namespaces (see the module docstring); returns in PID 1.
+    Never raises: what could not be done is recorded in ``Entered.missing``."""
+    lifetime.bind_to_parent()  # the watcher stays outside, where the candidate cannot signal it
+    done = Entered()
+    hide = [h for h in plan.get("hide", []) if h]
+    try:
+        mounts = _Mount()
+    except (KeyError, OSError, AttributeError) as exc:
+        done.missing[LAYER] = f"no mount syscalls here ({platform.machine()}: {exc})"
+        return done
+    entered, why = _unshare(mounts.libc)
+    if not entered:
+        done.missing[LAYER] = why
+        return done
+    trees: list[tuple[str, bool, int]] = []
+    serve: dict[str, int] = {}
+    try:
+        if why:
+            raise OSError(why)
+        mounts.mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        trees = [(p, w, _clone(mounts, p, w)) for p, w in _binds(hide, plan.get("keep", []))]
+        serve = {p: os.open(p, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                 for p in plan.get("serve", []) if os.path.isdir(p)}
+    except OSError as exc:  # nothing is hidden yet: PID 1 all the same, the view unchanged
+        done.missing["private mounts"] = str(exc)
+        _fork({}, [])
+        return done
+    _fork(serve, trees)
+    _private_view(mounts, hide, trees, done)
+    return done
+
+
+def _clone(mounts: _Mount, path: str, writable: bool) -> int:
+    tree = mounts.open_tree(_AT_FDCWD, path, _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | _AT_RECURSIVE)
+    if not writable:
+        with contextlib.suppress(OSError):  # landlock keeps it unwritten anyway
+            mounts.read_only(tree)
+    return tree
+
+
+def _fork(serve: dict[str, int], trees: list[tuple[str, bool, int]]) -> None:
+    """Fork PID 1; the outer process stays in ``_outer`` until it exits."""
+    global _channel
+    request_r, request_w = os.pipe()
+    ack_r, ack_w = os.pipe()
+    pid = os.fork()
+    if pid:
+        _outer(pid, request_r, ack_w, serve)
+    for fd in (request_r, ack_w, *serve.values()):
+        os.close(fd)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the outer killed: the namespace
+    if select.select([ack_r], [], [], 0)[0]:  # EOF: the outer died before the line above
+        os._exit(1)
+    if serve:
+        _channel = _Channel(request_w, ack_r, tuple(serve))
+    else:
+        os.close(request_w)
+        os.close(ack_r)
+
+
+def _private_view(mounts: _Mount, hide: list[str], trees: list[tuple[str, bool, int]],
+                  done: Entered) -> None:
+    """In PID 1: the namespace's own /proc, the hidden places covered, own dirs bound back."""
+    try:
+        mounts.mount(b"proc", "/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+        done.layers[LAYER] = "own PID namespace and /proc"
+    except OSError as exc:
+        done.missing["own /proc"] = str(exc)
+    try:
+        for path in sorted(hide, key=len):
+            _cover(mounts, path, hide)
+        for path, _, tree in trees:
+            os.makedirs(path, exist_ok=True)
+            mounts.move_mount(tree, path)
+        done.layers["private mounts"] = (f"{len(hide)} shared places hidden, "
+                                         f"{len(trees)} own dirs bound back")
+    except OSError as exc:
+        done.missing["private mounts"] = str(exc)
+    finally:
+        for _, _, tree in trees:
+            with contextlib.suppress(OSError):
+                os.close(tree)
+
+
+def _cover(mounts: _Mount, path: str, hide: list[str]) -> None:
+    if any(_under(path, h) and h != path for h in hide):
+        os.makedirs(path, exist_ok=True)  # inside a tmpfs mounted just before
+    elif not os.path.isdir(path):
+        return
+    # /dev/shm: glibc's POSIX semaphores and shm_open live there, sized as usual
+    options = b"mode=1777" if path == str(lifetime.SHM_DIR) else _TMPFS_OPTS
+    mounts.mount(b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV, options)
+
+
+def _outer(pid: int, request: int, ack: int, serve: dict[str, int]) -> NoReturn:
+    """The original process: serve the one bind request, wait for PID 1, exit as it did."""
+    keep = sorted({request, ack, *serve.values()})
+    start = 3
+    for fd in keep:  # the child's pipes close here: their EOF is PID 1's alone
+        os.closerange(start, fd)
+        start = fd + 1
+    os.closerange(start, 1 << 16)
+    line = _read_line(request)
+    if line:
+        with contextlib.suppress(OSError):
+            os.write(ack, (_serve(line, serve) or "ok").encode() + b"\n")
+    _, status = os.waitpid(pid, 0)
+    _exit_like(status)
+
+
+def _read_line(fd: int) -> str:
+    data = b""
+    while not data.endswith(b"\n"):
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("utf-8", "replace").strip()
+
+
+def _serve(path: str, serve: dict[str, int]) -> str:
+    """Bind ``root/src-<hash>`` (a cache of the plan's) at its path: "" or why not."""
+    root, name = os.path.split(path)
+    if root not in serve or not _SOURCE_DIR.fullmatch(name):
+        return f"error: {path} is not a per-source dir of a served build cache"
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o755, dir_fd=serve[root])
+        mounts = _Mount()
+        tree = mounts.open_tree(serve[root], name, _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC |
+                                _AT_RECURSIVE)
+        os.makedirs(path, exist_ok=True)
+        mounts.move_mount(tree, path)
+        os.close(tree)
+    except OSError as exc:
+        return f"error: {exc}"
+    return ""
+
+
+def _exit_like(status: int) -> NoReturn:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def after_job(job_path: str) -> str:
+    """In a warm PID 1, once its job is written and before candidate code runs: have the
+    outer process bind the job's per-source build dir. "" when done or not needed."""
+    global _channel
+    if _channel is None:
+        return ""
+    channel, _channel = _channel, None
+    answer = _ask(channel, job_path)
+    for fd in (channel.request, channel.ack):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    return "" if answer == "ok" else answer or "error: no answer from the outer process"
+
+
+def _ask(channel: _Channel, job_path: str) -> str:
+    from cudal1_evaluator.parent.build_cache import build_root_of, source_dir
+
+    try:
+        job = json.loads(Path(job_path).read_text(encoding="utf-8"))
+        root = build_root_of(job.get("build_dir") or None)
+        if os.path.realpath(root) not in channel.roots:
+            return "ok"  # a cache this child may write as it is (its temp dir's default one)
+        wanted = source_dir(Path(os.path.realpath(root)), str(job.get("candidate_source", "")))
+        os.write(channel.request, f"{wanted}\n".encode())
+        return _read_line(channel.ack)
+    except (OSError, ValueError, AttributeError) as exc:
+        return f"error: {exc}"

@@ -1,0 +1,113 @@
+"""The parent's view of a child's PID namespace (stdlib only): find every process a
+candidate-mode child started, ``setsid`` escapees included, and signal them all.
+
+A child in its own PID namespace (``isolation.namespaces``) is two processes: the one the
+parent started (the *outer* one) and its only child, PID 1 of the namespace. Every process of
+the namespace descends from that PID 1 (orphans are re-parented to it, never outside), and
+shares its ``/proc/<pid>/ns/pid``; nested namespaces a candidate makes are still descendants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+_MAX_ROUNDS = 64  # a continued process forking while we look is caught on a later round
+
+
+def _stat_fields(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _pid_ns(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process on the host."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat_fields(int(entry))
+            if len(fields) > 1 and fields[1].isdigit():
+                found[int(entry)] = int(fields[1])
+    return found
+
+
+def _children(pid: int, parents: dict[int, int] | None = None) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        return [int(p) for p in text.split()]
+    except (OSError, ValueError):
+        table = _parents() if parents is None else parents
+        return [p for p, parent in table.items() if parent == pid]
+
+
+def namespace_init(outer: int) -> int | None:
+    """The host pid of the PID 1 of the child ``outer``'s namespace, or None (no namespace,
+    or it has ended). Looked up afresh each time: the outer process has not been reaped, so
+    its children are still its own, while a remembered pid could have been reused."""
+    own = _pid_ns(outer)
+    for pid in _children(outer):
+        ns = _pid_ns(pid)
+        if ns and own and ns != own:
+            return pid
+    return None
+
+
+def members(outer: int) -> list[int]:
+    """Host pids of every process in the namespace of ``outer``'s child (PID 1 first)."""
+    init = namespace_init(outer)
+    if init is None:
+        return []
+    parents, ns = _parents(), _pid_ns(init)
+    found, frontier = [init], {init}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - set(found)
+        found += sorted(frontier)
+    seen = set(found)
+    return found + [p for p in parents if p not in seen and _pid_ns(p) == ns]
+
+
+def signal_all(outer: int, sig: int) -> set[int]:
+    """``sig`` to the child's process group and to every process of its namespace, repeated
+    until no new one appears (stopped processes cannot fork); the pids signalled."""
+    with contextlib.suppress(OSError):
+        os.killpg(outer, sig)
+    done: set[int] = set()
+    for _ in range(_MAX_ROUNDS):
+        new = [p for p in members(outer) if p not in done]
+        if not new:
+            break
+        for pid in new:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        done.update(new)
+    return done
+
+
+def signal_known(outer: int, known: set[int], sig: int) -> None:
+    """``sig`` to the child's process group and to ``known`` (the members a full
+    ``signal_all`` found) without a scan of ``/proc``: the fast path inside a timed window.
+    A pid there may have been reused only if its process ended, and a stopped one cannot."""
+    with contextlib.suppress(OSError):
+        os.killpg(outer, sig)
+    for pid in known:
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+
+
+def kill(outer: int) -> None:
+    """SIGKILL the namespace's PID 1: the kernel then kills every process in it."""
+    init = namespace_init(outer)
+    if init is not None:
+        with contextlib.suppress(OSError):
+            os.kill(init, signal.SIGKILL)

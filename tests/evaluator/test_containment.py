@@ -1,0 +1,231 @@
+"""Candidate-mode children live in their own PID and mount namespaces (real processes, CPU).
+
+Each test runs a ``build`` child whose candidate does its mischief at import time and writes
+what it saw to its keyed build dir (the one place it may write):
+- a ``setsid`` double-forked sleeper is stopped by ``Child.signal_all`` and dies with the child;
+- ``torch.from_file(..., shared=True)`` in ``/dev/shm`` and in the build cache's root never
+  reaches the host's file system;
+- another evaluator child's ``job.json`` under the real temp dir cannot be read;
+- ``/proc`` lists only the namespace's processes: not the parent's ``environ``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from evaluator_cases import DIAG_PROBLEM
+
+from cudal1_evaluator.isolation import lifetime, sandbox
+from cudal1_evaluator.launch import limits_for
+from cudal1_evaluator.parent.build_cache import source_dir
+from cudal1_evaluator.schema import Job
+
+_TAIL = """
+class ModelNew(torch.nn.Module):
+    def forward(self, *args):
+        return args[0]
+"""
+
+
+def _namespaces_work() -> str:
+    """"" when a child can make its own PID and mount namespaces here, else why not."""
+    pid = os.fork()
+    if pid == 0:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        flags = 0x20000000 | 0x00020000 | (0 if os.geteuid() == 0 else 0x10000000)
+        os._exit(0 if libc.unshare(flags) == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    return "" if os.waitstatus_to_exitcode(status) == 0 else "cannot unshare PID/mount ns"
+
+
+pytestmark = pytest.mark.skipif(bool(_namespaces_work()), reason="no PID/mount namespaces")
+
+
+def _candidate(body: str) -> str:
+    head = ("import json, os, sys, time, torch\nfrom pathlib import Path\n"
+            "OUT = Path(os.environ['TORCH_EXTENSIONS_DIR']).parent\n")
+    return head + textwrap.dedent(body) + _TAIL
+
+
+def _start(tmp_path: Path, source: str) -> tuple[sandbox.Child, str, Path]:
+    job = Job(problem_source=DIAG_PROBLEM, candidate_source=source, device="cpu",
+              build_dir=str(tmp_path / "cache"), timeout_s=60.0)
+    text = job.to_json()
+    child = sandbox.Child("build", limits_for("cpu", 4096, 60.0), job_text=text)
+    return child, text, tmp_path / "cache"
+
+
+def _build(tmp_path: Path, source: str) -> tuple[dict[str, object], Path]:
+    child, text, cache = _start(tmp_path, source)
+    outcome = child.run(text, 60.0)
+    assert outcome.payload is not None, outcome.stderr_tail
+    return _report(cache, source), cache
+
+
+def _report(cache: Path, source: str) -> dict[str, object]:
+    found = list(source_dir(cache, source).glob("*/report.json"))
+    assert found, "the candidate wrote no report"
+    result: dict[str, object] = json.loads(found[0].read_text())
+    return result
+
+
+def _marked(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def _escapees(marker: str, child_sid: int) -> list[int]:
+    """The marked processes that finished escaping: in another session than the child's, and
+    not its leader (the forks that exit along the way do not count)."""
+    found = []
+    for pid in _marked(marker):
+        fields = _stat_fields(pid)
+        if len(fields) > 3 and fields[3] not in (str(pid), str(child_sid)):
+            found.append(pid)
+    return found
+
+
+def _stat_fields(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return []
+
+
+def _state(pid: int) -> str:
+    try:
+        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split() or ["?"])[0]
+    except OSError:
+        return "gone"
+
+
+_SLEEPER = """
+import os, sys
+if os.fork():
+    os._exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+while True:
+    pass
+"""
+
+
+def test_a_setsid_escapee_is_stopped_and_dies_with_the_child(tmp_path: Path) -> None:
+    marker = f"cudal1-escapee-{uuid.uuid4().hex}"
+    source = _candidate(f"""
+    import subprocess, types
+    # the guard's audit hook refuses Popen: a native spawn is what it cannot see
+    subprocess.sys = types.SimpleNamespace(**{{**vars(sys), "audit": lambda *a: None}})
+    subprocess.Popen([sys.executable, "-S", "-c", {_SLEEPER!r}, {marker!r}]).wait()
+    for _ in range(400):
+        if (OUT / "release").exists():
+            break
+        time.sleep(0.05)
+    (OUT / "report.json").write_text("{{}}")
+    """)
+    child, text, cache = _start(tmp_path, source)
+    result: list[sandbox.Outcome] = []
+    runner = threading.Thread(target=lambda: result.append(child.run(text, 60.0)))
+    runner.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not _escapees(marker, child.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        escapees = _escapees(marker, child.proc.pid)
+        assert escapees, "the sleeper never started"
+        assert set(escapees) <= set(child.members())
+        assert os.getpid() not in child.members()
+        child.signal_all(signal.SIGSTOP)
+        time.sleep(0.2)
+        assert {_state(p) for p in escapees} == {"T"}
+        child.signal_all(signal.SIGCONT)
+        time.sleep(0.2)
+        assert "T" not in {_state(p) for p in escapees}
+    finally:
+        for keyed in source_dir(cache, source).glob("*"):
+            (keyed / "release").write_text("")
+        runner.join(60)
+    assert result and result[0].payload is not None, result and result[0].stderr_tail
+    time.sleep(0.3)
+    assert {_state(p) for p in escapees} <= {"gone", "Z"}, "an escapee outlived the child"
+
+
+def test_shared_files_land_only_in_the_private_view(tmp_path: Path) -> None:
+    name = f"cudal1-containment-{uuid.uuid4().hex}"
+    shm = lifetime.SHM_DIR / name
+    planted = tmp_path / "cache" / name
+    source = _candidate(f"""
+    seen = {{}}
+    for key, path in (("shm", {str(shm)!r}), ("cache", {str(planted)!r})):
+        try:
+            torch.from_file(path, shared=True, size=1)
+            seen[key] = "made"
+        except Exception as exc:
+            seen[key] = repr(exc)
+    seen["cache_listing"] = os.listdir({str(tmp_path / "cache")!r})
+    (OUT / "report.json").write_text(json.dumps(seen))
+    """)
+    try:
+        seen, cache = _build(tmp_path, source)
+        assert not shm.exists(), f"{shm} reached the host ({seen})"
+        assert not planted.exists(), f"{planted} reached the host ({seen})"
+        assert seen["cache_listing"] == [source_dir(cache, source).name]
+    finally:
+        shm.unlink(missing_ok=True)
+        planted.unlink(missing_ok=True)
+
+
+def test_another_childs_job_file_cannot_be_read(tmp_path: Path) -> None:
+    other = lifetime.make_owned_temp_dir()
+    secret = f"secret-{uuid.uuid4().hex}"
+    (other / "job.json").write_text(json.dumps({"candidate_source": secret}))
+    source = _candidate(f"""
+    seen = {{}}
+    try:
+        seen["read"] = Path({str(other / "job.json")!r}).read_text()
+    except OSError as exc:
+        seen["read"] = repr(exc)
+    (OUT / "report.json").write_text(json.dumps(seen))
+    """)
+    try:
+        seen, _ = _build(tmp_path, source)
+        assert secret not in str(seen["read"]), "another child's job was readable"
+    finally:
+        import shutil
+
+        shutil.rmtree(other, ignore_errors=True)
+
+
+def test_proc_shows_only_the_namespace(tmp_path: Path) -> None:
+    me = os.getpid()
+    source = _candidate(f"""
+    seen = {{"pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+             "own": os.getpid()}}
+    try:
+        seen["environ"] = Path("/proc/{me}/environ").read_bytes().decode("latin-1")
+    except OSError as exc:
+        seen["environ"] = repr(exc)
+    (OUT / "report.json").write_text(json.dumps(seen))
+    """)
+    seen, _ = _build(tmp_path, source)
+    assert seen["own"] == 1
+    assert me not in seen["pids"] and len(seen["pids"]) < 10, seen["pids"]
+    assert "PATH=" not in str(seen["environ"]), "the parent's environment was readable"
