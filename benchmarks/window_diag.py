@@ -49,7 +49,8 @@ def main() -> None:
         print(f"{key:22s} n={len(values):4d} median {statistics.median(values):8.3f} ms "
               f"max {max(values):8.3f} ms")
     for side, summary in result.timing.items():
-        print(side, summary.n, round(summary.median_ms, 4), [round(x, 3) for x in summary.samples_ms])
+        samples = [round(x, 3) for x in summary.samples_ms]
+        print(side, summary.n, round(summary.median_ms, 4), samples)
 
 
 if __name__ == "__main__":

@@ -154,9 +154,8 @@ def _profile_apart(child: sandbox.Child, job: Job, report: WorkerReport,
 
 
 def _reuse_alone(job: Job) -> conduct.Reuse:
-    def lookup(info: RefereeInfo, calls: int) -> tuple[list[Burst], float] | None:
-        return None if job.strict else pristine_cache.get(pristine_cache.key_of(job, info,
-                                                                               calls))
+    def lookup(info: RefereeInfo) -> tuple[list[Burst], float] | None:
+        return None if job.strict else pristine_cache.get(pristine_cache.key_of(job, info))
     return lookup
 
 
@@ -166,7 +165,7 @@ def _converse(cond: conduct.Conductor, job: Job,
     candidate's build; its trials; the timed rounds."""
     with contextlib.suppress(PeerGone):
         cond.start(_reuse_alone(job))
-        key = pristine_cache.key_of(job, cond.ev.info, cond.ev.calls)
+        key = pristine_cache.key_of(job, cond.ev.info)
         if cond.alone_age is None and cond.ev.alone:
             pristine_cache.put(key, cond.ev.alone)
         cond.build()

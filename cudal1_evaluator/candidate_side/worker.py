@@ -1,9 +1,11 @@
 """The runner child: the small loop that lives in the candidate's process.
 
 It builds the module (setup, then import and construct ModelNew with equal weights, then lock
-down), and then only receives inputs, calls the module and delivers its outputs: ``trial``
+down), opens the pool of shared buffers the referee made for it once (``attach``), and then
+only calls the module on what the referee put in its slots and delivers the outputs: ``trial``
 (two untimed calls for correctness) and ``burst`` (one trusted window: N calls on N fresh
-input sets, each output copied into the referee's buffer). It times nothing and decides
+input sets, each output copied into the referee's buffer; ``describe`` reports on them after
+the referee sealed them). It times nothing and decides
 nothing: the parent's clock times each window and the referee checks every output. What it
 reports (output descriptions, settings changed, guard findings) can only lower a verdict.
 The same loop runs the reference in a sibling process (``ModelNew = Model``), so both sides

@@ -49,7 +49,7 @@ def start_time(pid: int) -> str:
     """The process's start time in clock ticks since boot ("" when it does not exist): with the
     pid it names one process, never a later one that reused the pid."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_bytes().decode("ascii", "replace")
     except OSError:
         return "" if _proc_available() else _exists_marker(pid)
     return stat.rsplit(")", 1)[1].split()[19]
@@ -181,7 +181,9 @@ def _session_members(sid: int) -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                # bytes: a process names itself, and the name need not be UTF-8
+                fields = (entry / "stat").read_bytes().decode("ascii", "replace") \
+                    .rsplit(")", 1)[1].split()
             except (OSError, IndexError):
                 continue
             if len(fields) > 3 and fields[3] == str(sid):

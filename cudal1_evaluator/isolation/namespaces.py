@@ -30,6 +30,7 @@ import resource
 import select
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -179,7 +180,65 @@ def enter(plan: dict[str, list[str]]) -> Entered:
         return done
     _fork(serve, trees)
     _private_view(mounts, hide, trees, done)
+    _become_init(plan.get("control") or [], done)
     return done
+
+
+def _become_init(control: list[str], done: Entered) -> None:
+    """In PID 1: fork the child's work as PID 2 and stay behind as the namespace's init, a
+    trusted process that never runs candidate code. On the parent's word (one byte on the
+    control pipe) it signals every other process of the namespace at once with
+    ``kill(-1, ...)``: the kernel lets no fork slip past such a signal, so a chain of short-lived
+    processes cannot outrun a stop as it can a scan of ``/proc``. It reaps orphans and, when
+    PID 2 ends, kills the rest and exits as PID 2 did."""
+    if len(control) != 2 or not all(str(fd).isdigit() for fd in control):
+        return
+    ctl, ack = (int(fd) for fd in control)
+    worker = os.fork()
+    if worker == 0:
+        for fd in (ctl, ack):
+            os.close(fd)
+        done.layers["stops"] = "atomic (the namespace's own init signals every member)"
+        return
+    _init_loop(worker, ctl, ack)
+
+
+_INIT_SIGNALS = {b"S": signal.SIGSTOP, b"C": signal.SIGCONT, b"K": signal.SIGKILL}
+
+
+def _init_loop(worker: int, ctl: int, ack: int) -> NoReturn:
+    keep = sorted({ctl, ack} | ({_channel.request, _channel.ack} if _channel else set()))
+    for fd in range(3, 1 << 16):
+        if fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    if _channel is not None:
+        for fd in (_channel.request, _channel.ack):
+            os.close(fd)
+    while True:
+        if ctl < 0:
+            time.sleep(0.05)
+        elif select.select([ctl], [], [], 0.05)[0]:
+            command = os.read(ctl, 1)
+            sig = _INIT_SIGNALS.get(command, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(-1, sig)  # every process of the namespace but this one
+            if not command:  # the parent closed the pipe: the end
+                ctl = -1
+            with contextlib.suppress(OSError):
+                os.write(ack, b"k")
+        while True:  # reap: orphans of the namespace come to its init
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                os._exit(1)
+            if pid == 0:
+                break
+            if pid == worker:
+                with contextlib.suppress(OSError):
+                    os.kill(-1, signal.SIGKILL)
+                os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status)
+                         else os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
 def _clone(mounts: _Mount, path: str, writable: bool) -> int:
@@ -294,6 +353,9 @@ def _serve(path: str, serve: dict[str, int]) -> str:
 
 
 def _exit_like(status: int) -> NoReturn:
+    if os.WIFEXITED(status) and 128 < os.WEXITSTATUS(status) < 160:
+        sig = os.WEXITSTATUS(status) - 128  # the namespace's init cannot die of a signal:
+        status = sig                        # it exits with 128 + the signal PID 2 died of
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -18,10 +18,13 @@ _MAX_ROUNDS = 64  # a continued process forking while we look is caught on a lat
 
 
 def _stat_fields(pid: int) -> list[str]:
+    """The fields after the command name (bytes: a candidate names its own processes, and
+    a name need not be UTF-8)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        raw = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1]
     except (OSError, IndexError):
         return []
+    return raw.decode("ascii", "replace").split()
 
 
 def _pid_ns(pid: int) -> str:
@@ -95,14 +98,13 @@ def signal_all(outer: int, sig: int) -> set[int]:
 
 
 def signal_known(outer: int, known: set[int], sig: int) -> None:
-    """``sig`` to the child's process group and to ``known`` (the members a full
-    ``signal_all`` found) without a scan of ``/proc``: the fast path inside a timed window.
-    A pid there may have been reused only if its process ended, and a stopped one cannot."""
+    """``sig`` to the child's process group and, when it has a namespace, a full scan again:
+    a remembered pid may belong to another process by now (a member that ended freed it)."""
+    if known:
+        signal_all(outer, sig)
+        return
     with contextlib.suppress(OSError):
         os.killpg(outer, sig)
-    for pid in known:
-        with contextlib.suppress(OSError):
-            os.kill(pid, sig)
 
 
 def kill(outer: int) -> None:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import resource
+import select
 import shutil
 import signal
 import socket
@@ -33,6 +34,7 @@ from cudal1_evaluator.wire import channel
 
 ProgressFn = Callable[[str, int, int, str], None]
 WARM_IDLE_S = 900.0  # an unused warm child exits after this long
+INIT_ANSWER_S = 10.0  # the namespace's init answers a stop at once (here: the child's start)
 
 @dataclass
 class Limits:
@@ -176,6 +178,8 @@ class Child:
         self._go_w: int | None = None
         self._init_pid: int | None = None  # for memory readings only (see _worker_pid)
         self._known: set[int] = set()  # the members the last signal_all found
+        self._ctl_w: int | None = None  # orders to the namespace's init, and its answers
+        self._ack_r: int | None = None
         self._own_dirs = (str(self.exchange),) if shared is not None else ()  # outside root
         self._warm_device = warm_device
         self._extra_writable = (*self._own_dirs, *writable)
@@ -200,18 +204,23 @@ class Child:
         self.writable = sandbox_dirs(self.root, job_text, self._extra_writable, self.mode)
         prefix, layers = outer_sandbox(self.writable)
         private = [os.path.realpath(p) for p in (self.root, *self._own_dirs)]
+        plan = namespace_plan(self.mode, job_text, self.writable, private, layers, warm_device)
+        control: list[int] = []
+        if plan is not None:  # the namespace's init takes its stop and go orders here
+            ctl_r, self._ctl_w = os.pipe()
+            self._ack_r, ack_w = os.pipe()
+            control = [ctl_r, ack_w]
+            plan["control"] = [str(fd) for fd in control]
         startup_check.write_config(
             self.root, writable=self.writable, private=private, layers=layers,
-            python_path=env.get("PYTHONPATH", ""),
-            namespace=namespace_plan(self.mode, job_text, self.writable, private, layers,
-                                     warm_device))
+            python_path=env.get("PYTHONPATH", ""), namespace=plan)
         self.key = channel.new_key()
         self._result_r, result_w = os.pipe()
         self._progress_r, progress_w = os.pipe()
         key_r, key_w = os.pipe()
         os.write(key_w, self.key)
         os.close(key_w)
-        child_fds = [result_w, progress_w, key_r]
+        child_fds = [result_w, progress_w, key_r, *control]
         argv = [
             *prefix, sys.executable, "-S", "-m", "cudal1_evaluator", "_child", self.mode,
             str(self.job_path),
@@ -249,14 +258,42 @@ class Child:
         return pidtree.members(self.proc.pid)
 
     def signal_all(self, sig: int) -> None:
-        """``sig`` to every process the child started, ``setsid`` escapees included (its
-        process group only, when it has no PID namespace)."""
+        """``sig`` to every process the child started, ``setsid`` escapees included: through
+        its namespace's init (atomic, no fork slips past), else by a scan of its namespace,
+        else its process group alone."""
+        if self._by_init(sig):
+            return
         self._known = pidtree.signal_all(self.proc.pid, sig)
 
     def signal_known(self, sig: int) -> None:
-        """``sig`` to the processes the last ``signal_all`` found, without a scan (fast: used
-        inside a timed window; a full ``signal_all`` follows it outside)."""
+        """As ``signal_all``; without an init to ask, the process group alone until a first
+        scan found members (the fast path inside a timed window is the init's)."""
+        if self._by_init(sig):
+            return
         pidtree.signal_known(self.proc.pid, self._known, sig)
+
+    def _by_init(self, sig: int) -> bool:
+        """Ask the namespace's init to stop or resume every member; False when there is no
+        init to ask (no namespace, or it never answered: then never again)."""
+        command = {signal.SIGSTOP: b"S", signal.SIGCONT: b"C"}.get(signal.Signals(sig))
+        ctl, ack = self._ctl_w, self._ack_r
+        if ctl is None or ack is None or command is None or not self.alive():
+            return False
+        try:
+            os.write(ctl, command)
+            if select.select([ack], [], [], INIT_ANSWER_S)[0] and os.read(ack, 1):
+                return True
+        except OSError:
+            pass
+        self._close_control()
+        return False
+
+    def _close_control(self) -> None:
+        for fd in (self._ctl_w, self._ack_r):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._ctl_w = self._ack_r = None
 
     def _worker_pid(self) -> int:
         """The process doing the work: PID 1 of the child's namespace, else the child."""
@@ -279,6 +316,7 @@ class Child:
                 os.close(go)
             return self._wait_for(timeout_s, cancel, on_progress, result_limit)
         finally:
+            self._close_control()
             self._remove_dirs()
 
     def covers(self, job_text: str | None) -> bool:
@@ -293,6 +331,7 @@ class Child:
         self.proc.wait()
         if self.talk is not None:
             self.talk.close()
+        self._close_control()
         for fd in (self._result_r, self._progress_r):
             with contextlib.suppress(OSError):
                 os.close(fd)

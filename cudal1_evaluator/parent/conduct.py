@@ -53,12 +53,13 @@ MIN_CALLS = 4  # calls per window at least
 MAX_CALLS = 256
 MIN_BURSTS = 6  # windows per side before the loop may stop on a stable median
 ALONE_BURSTS = 3  # the reference alone, before the candidate is imported
-WINDOW_TARGET_MS = 20.0  # work per window, so the hand-off stays small against it
+WINDOW_TARGET_MS = 20.0  # work per window at least
+HANDOFF_SHARE = 0.1  # the fixed hand-off of a window against its work, at most
 WINDOW_BYTES = {"cuda": 1 << 30, "cpu": 256 << 20}  # one window's inputs and outputs at most
 IDLE_FLOOR_MS, IDLE_FACTOR = 0.5, 10.0  # a busy GPU: our tiny kernel this much slower
 RUNNER = {"reference": 0, "candidate": 1, "matched": 2}  # the referee's pool of each runner
 
-Reuse = Callable[[RefereeInfo, int], "tuple[list[Burst], float] | None"]
+Reuse = Callable[[RefereeInfo], "tuple[list[Burst], float] | None"]
 
 
 @dataclass
@@ -96,14 +97,16 @@ class Running:
 
 
 def _signal(running: Running, sig: signal.Signals) -> None:
-    """SIGSTOP or SIGCONT to every process a child started (its namespace, else its group)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    """SIGSTOP or SIGCONT to every process a child started (its namespace, else its group).
+    Whatever the candidate's processes look like (a name that is not text, a pid gone), the
+    parent goes on: a failure here is never an exception out of an evaluation."""
+    with contextlib.suppress(Exception):
         running.child.signal_all(sig)
 
 
 def _known(running: Running, sig: signal.Signals) -> None:
-    """The same to the processes the last full signal found, without a scan (fast)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    """The same, the fast way where the child's namespace has an init to ask."""
+    with contextlib.suppress(Exception):
         running.child.signal_known(sig)
 
 
@@ -111,12 +114,18 @@ def _seed() -> int:
     return int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
 
 
-def calls_per_window(call_ms: float, set_bytes: int, device: str) -> int:
-    """Enough calls that a window holds ``WINDOW_TARGET_MS`` of work, within the memory a
-    window's fresh sets may take."""
-    by_time = math.ceil(WINDOW_TARGET_MS / max(call_ms, 1e-3))
+def calls_per_window(small: Burst, large: Burst, set_bytes: int, device: str) -> int:
+    """Calls per window from two windows of the reference (``small`` and ``large`` calls): the
+    fixed hand-off of a window and the time of a call, fitted; enough calls that the window
+    holds ``WINDOW_TARGET_MS`` of work and the hand-off is at most ``HANDOFF_SHARE`` of it,
+    within the memory a window's fresh sets may take."""
+    per_call = (large.wall_ms - small.wall_ms) / max(1, large.calls - small.calls)
+    if per_call <= 0:  # noise: take the hand-off as nothing
+        per_call = large.mean_ms()
+    handoff = max(0.0, small.wall_ms - small.calls * per_call)
+    wanted = max(WINDOW_TARGET_MS / max(per_call, 1e-3), handoff / HANDOFF_SHARE / per_call)
     by_memory = WINDOW_BYTES["cuda" if device.startswith("cuda") else "cpu"] // max(1, set_bytes)
-    return max(MIN_CALLS, min(MAX_CALLS, by_time, by_memory))
+    return max(MIN_CALLS, min(MAX_CALLS, math.ceil(wanted), by_memory))
 
 
 class Conductor:
@@ -259,16 +268,18 @@ class Conductor:
         self.ev.info = cast(RefereeInfo, self._ask_referee(RefereeInit(  # trusted: the referee
             op="init", init_seed=self.init_seed, probe_seed=_seed())))
         self._init_runner("reference")
-        self._attach("reference", MIN_CALLS)
-        self._size_windows()
-        if self.ev.calls != MIN_CALLS:
-            self._attach("reference", self.ev.calls)
         if self.job.device.startswith("cuda"):  # the GPU idle, before any candidate code
             self.idle_ms = float(self._ask_referee({"op": "idle"})["ms"])
-        found = reuse(self.ev.info, self.ev.calls) if reuse is not None else None
-        if found is not None:
+        found = reuse(self.ev.info) if reuse is not None else None
+        if found is not None and found[0]:  # the windows' size comes with them
             self.ev.alone, self.alone_age = found
+            self.ev.calls = found[0][0].calls
+            self._attach("reference", self.ev.calls)
             return
+        self._attach("reference", 2 * MIN_CALLS)
+        self._size_windows()
+        if self.ev.calls != 2 * MIN_CALLS:
+            self._attach("reference", self.ev.calls)
         self.time_alone()
 
     def _init_runner(self, side: str) -> Reply:
@@ -285,11 +296,13 @@ class Conductor:
         return bursts
 
     def _size_windows(self) -> None:
-        """Two short windows of the reference (the first pays one-time costs) give the time
-        a call takes, hand-off included; that sizes every later window."""
+        """Windows of the reference of ``MIN_CALLS`` and twice as many calls (after one that
+        pays the one-time costs) give a call's time and a window's hand-off; they size every
+        later window."""
         self._progress("reference", 0, ALONE_BURSTS, "sizing the timed windows")
-        probe = self._reference_windows(MIN_CALLS, 2)[-1]
-        self.ev.calls = calls_per_window(probe.mean_ms(), int(self.ev.info.get("set_bytes") or 1),
+        small = self._reference_windows(MIN_CALLS, 2)[-1]
+        large = self._reference_windows(2 * MIN_CALLS, 1)[0]
+        self.ev.calls = calls_per_window(small, large, int(self.ev.info.get("set_bytes") or 1),
                                          self.job.device)
 
     def time_alone(self) -> None:

@@ -26,9 +26,9 @@ _lock = threading.Lock()
 _entries: dict[str, tuple[float, list[Burst]]] = {}
 
 
-def key_of(job: Job, info: Mapping[str, object], calls: int) -> str:
-    """Problem source, device (as the referee saw it), torch version, timing settings and the
-    calls per window (a window's hand-off is shared by its calls)."""
+def key_of(job: Job, info: Mapping[str, object]) -> str:
+    """Problem source, device (as the referee saw it), torch version and timing settings (the
+    windows stored keep their calls: a reuse takes that size)."""
     versions = info.get("versions")
     parts = {
         "problem": hashlib.sha256(job.problem_source.encode("utf-8", "replace")).hexdigest(),
@@ -36,7 +36,6 @@ def key_of(job: Job, info: Mapping[str, object], calls: int) -> str:
         "torch": versions.get("torch", "") if isinstance(versions, dict) else "",
         "timing": [job.warmup, job.min_samples, job.max_samples, job.timing_budget_s,
                    job.stable_rel_ci, job.compare_torch_compile, job.memory_limit_mb],
-        "calls": calls,
     }
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from cudal1_evaluator.parent.build_cache import default_build_dir
 from cudal1_evaluator.schema import Job
 from cudal1_evaluator.wire.talk_messages import MatchedSettings
 
@@ -86,7 +87,9 @@ def source(problem_source: str, matched: MatchedSettings | None = None,
 
 def job(candidate_job: Job, matched: MatchedSettings | None = None) -> Job:
     """The runner's job: the candidate's job with the reference as its candidate, no profile,
-    no strict re-evaluation of its own."""
+    no strict re-evaluation of its own; it builds nothing, so its (empty) build dir goes to
+    the default cache, not the user's."""
     return replace(candidate_job, candidate_source=source(candidate_job.problem_source, matched,
                                                           candidate_job.device),
-                   profile=False, compare_torch_compile=False)
+                   profile=False, compare_torch_compile=False,
+                   build_dir=str(default_build_dir().absolute()))

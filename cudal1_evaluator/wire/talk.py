@@ -7,16 +7,21 @@ field by field with the ``read_*`` helpers below before anything uses them.
 
 Requests to the referee (trusted, never loads candidate code, times nothing):
     init {init_seed, probe_seed}           -> {device, versions, tolerance, outputs, set_bytes}
-    prepare {sets: [{id, seed, xdirs}]}    -> {slots: {"ID/K": {inputs: [...], outputs: [...]}}}
+    pool {runner, calls, xdir}             -> {slots: [{inputs, outputs}]}  (made once)
+    prepare {sets: [{id, seed}]}           -> {}   (fresh input sets, kept by the referee)
+    fill {runner, sets}                    -> {values}  (sets into the runner's slots, in order)
     flush {}                               -> {}   (caches evicted before a window)
-    seal {slots}                           -> {}   (a runner's inputs and outputs frozen now)
+    seal {runner}                          -> {}   (the runner's outputs frozen: window closed)
+    idle {}                                -> {ms} (a tiny kernel's round trip: GPU busy?)
     expect {sets}                          -> {}   (the strict reference outputs)
-    check {slots}                          -> {results: [{ok, abs, rel, message, mutated}]}
+    check {runner, sets}                   -> {results: [{ok, abs, rel, message, mutated}]}
     release {sets}                         -> {}
 Requests to a runner (the candidate's process, or the reference's sibling):
     init {init_seed, outputs, single}      -> {settings_changed} after build and lock-down
-    trial {slots: [a, b]}                  -> {outputs: [meta, meta], settings_changed}
-    burst {slots: [...]}                   -> {outputs: [meta...]}  (one timed window)
+    attach {slots}                         -> {}   (opens its pool once)
+    trial {values}                         -> {outputs: [meta, meta], settings_changed}
+    burst {values}                         -> {}   (one timed window: slots 0..N-1)
+    describe {}                            -> {outputs: [meta...]}  (after the seal)
 Both: finish {} -> the child sends its final report on the result pipe and exits.
 """
 

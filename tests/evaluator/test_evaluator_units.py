@@ -214,14 +214,12 @@ def test_pristine_cache_keeps_the_reference_alone_per_problem() -> None:
 
     job = Job(problem_source="p", candidate_source="c")
     info = {"device": {"name": "x"}, "versions": {"torch": "2"}}
-    key = pristine_cache.key_of(job, info, 8)
-    assert key == pristine_cache.key_of(Job(problem_source="p", candidate_source="other"), info,
-                                        8)
-    assert key != pristine_cache.key_of(Job(problem_source="q", candidate_source="c"), info, 8)
+    key = pristine_cache.key_of(job, info)
+    assert key == pristine_cache.key_of(Job(problem_source="p", candidate_source="other"), info)
+    assert key != pristine_cache.key_of(Job(problem_source="q", candidate_source="c"), info)
     assert key != pristine_cache.key_of(Job(problem_source="p", candidate_source="c",
-                                            timing_budget_s=3.0), info, 8)
-    assert key != pristine_cache.key_of(job, {**info, "versions": {"torch": "3"}}, 8)
-    assert key != pristine_cache.key_of(job, info, 16)  # windows of another size
+                                            timing_budget_s=3.0), info)
+    assert key != pristine_cache.key_of(job, {**info, "versions": {"torch": "3"}})
     pristine_cache.clear()
     assert pristine_cache.get(key) is None
     alone = [Burst(3, 3.5)]

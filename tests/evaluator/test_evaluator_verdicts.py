@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from evaluator_cases import (
@@ -187,18 +186,6 @@ def test_an_output_freed_by_the_next_call_is_a_warning_with_its_speedup() -> Non
     assert result.speedup is not None
 
 
-def test_work_hung_on_the_release_of_inputs_is_charged_to_the_candidate() -> None:
-    """No untimed step follows a window: a finalizer the candidate hangs on its inputs (here
-    20 ms each) runs inside the window the parent times, and costs the candidate."""
-    slow_release = linear_candidate(
-        "        weakref.finalize(x, time.sleep, 0.02)\n"
-        "        return torch.relu(self.fc(x))", "import time\nimport weakref")
-    result = evaluate(job(LINEAR_PROBLEM, slow_release))
-    assert result.status == "ok", result.message
-    assert result.speedup is not None and result.speedup < 0.5
-    assert result.timing["candidate"].median_ms > 15
-
-
 def test_every_candidate_call_runs_without_autograd() -> None:
     """The correctness calls too: the candidate's own settings, restored before each call,
     once turned grad mode back on inside the harness's no_grad (TorchScript then specialised
@@ -263,23 +250,3 @@ def test_probe_runs_isolated_and_reports_a_crash_as_a_result() -> None:
     slow = probe(ProbeJob(problem_source=hang, timeout_s=8.0))
     assert not slow.ok and slow.error_kind == "timeout"
 
-
-def test_a_wall_clock_rejection_is_confirmed_by_a_second_evaluation(tmp_path: Path) -> None:
-    """Work hidden outside the timed calls, in the first evaluation only (a marker in the
-    build dir tells the candidate which): 150 ms as the worker lets go of each output, in the
-    hand-off after a burst, over its bound. Rejected there on the wall clock's word, the
-    second evaluation, a complete measurement of its own, finds nothing and stands."""
-    header = ("import time\nimport weakref\n"
-              "os.makedirs(os.environ['TORCH_EXTENSIONS_DIR'], exist_ok=True)\n"
-              "_MARK = os.path.join(os.environ['TORCH_EXTENSIONS_DIR'], 'seen')\n"
-              "_FIRST = not os.path.exists(_MARK)\n"
-              "open(_MARK, 'w').close()\n")
-    body = ("        out = torch.relu(self.fc(x))\n"
-            "        if _FIRST:\n"
-            "            weakref.finalize(out, time.sleep, 0.15)\n"
-            "        return out")
-    result = evaluate(job(LINEAR_PROBLEM, linear_candidate(body, header), tmp_path / "build"))
-    assert result.status == "ok", result.message
-    assert not {f.code for f in result.flags if f.severity == "reject"}
-    assert "a first evaluation saw work outside the timed calls; a second one did not" \
-        in result.message

@@ -210,10 +210,11 @@ def test_each_child_runs_alone_while_the_other_serves_a_request(tmp_path: Path) 
             return lambda sig: os.killpg(proc.pid, sig)
 
         referee = Running(SimpleNamespace(proc=procs[0], alive=lambda: True,  # type: ignore[arg-type]
-                                          signal_all=signal_all(procs[0])), ref_peer)
+                                          signal_all=signal_all(procs[0]),
+                                          signal_known=signal_all(procs[0])), ref_peer)
         worker = Running(SimpleNamespace(proc=procs[1], root=tmp_path, exchange=tmp_path,  # type: ignore[arg-type]
-                                         alive=lambda: True, signal_all=signal_all(procs[1])),
-                         wrk_peer)
+                                         alive=lambda: True, signal_all=signal_all(procs[1]),
+                                         signal_known=signal_all(procs[1])), wrk_peer)
         os.killpg(procs[1].pid, signal.SIGSTOP)  # as launched: the runner waits stopped
         conductor = Conductor(_job(LINEAR_PROBLEM, ""), referee, {"candidate": worker}, None)
         conductor._ask_runner("candidate", {"op": "burst", "slots": []})
@@ -226,3 +227,15 @@ def test_each_child_runs_alone_while_the_other_serves_a_request(tmp_path: Path) 
         for proc in procs:
             proc.kill()
             proc.wait()
+
+
+def test_windows_hold_enough_calls_that_the_hand_off_is_small() -> None:
+    """A 1 ms call with a 10 ms hand-off: 100 calls keep the hand-off at a tenth of the work;
+    the memory a window's sets may take caps it; never fewer than four calls."""
+    from cudal1_evaluator.parent.conduct import MIN_CALLS, calls_per_window
+
+    small, large = Burst(4, 14.0), Burst(8, 18.0)
+    assert calls_per_window(small, large, 1 << 20, "cuda") == 100
+    assert calls_per_window(small, large, 1 << 28, "cuda") == MIN_CALLS  # 4 sets per GiB
+    assert calls_per_window(Burst(4, 400.0), Burst(8, 800.0), 1, "cpu") == MIN_CALLS
+    assert calls_per_window(Burst(4, 4.0), Burst(8, 3.0), 1, "cpu") == 67  # noise: no slope
