@@ -125,7 +125,8 @@ def test_build_only_compiles_into_the_keyed_dir(built: tuple[BuildOutcome, Path]
     outcome, builds = built
     assert outcome.ok and outcome.status == "ok", outcome.message + outcome.compile_log
     assert not outcome.cached and outcome.compile_time_s > 1.0
-    keyed = [p for p in builds.iterdir() if p.is_dir()]
+    per_source = [p for p in builds.iterdir() if p.is_dir()]  # src-<hash>/<build key>
+    keyed = [p for p in per_source[0].iterdir() if p.is_dir()] if len(per_source) == 1 else []
     assert len(keyed) == 1 and (keyed[0] / "torch_extensions").is_dir()
 
 
