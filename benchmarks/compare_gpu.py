@@ -154,11 +154,12 @@ def keyed_build_dir(pair: Pair, args: argparse.Namespace, arch: str) -> Path:
     """Where the build stage put this pair's extensions (the evaluator's own key)."""
     import torch
 
-    from cudal1_evaluator.parent.build_cache import build_key
+    from cudal1_evaluator.parent.build_cache import build_key, source_dir
 
-    key = build_key(pair.candidate.read_text(encoding="utf-8"), torch.__version__,
+    source = pair.candidate.read_text(encoding="utf-8")
+    key = build_key(source, torch.__version__,
                     f"arch-{arch}" if arch else f"cpu-{platform.machine()}")
-    return Path(args.build_root) / key
+    return source_dir(Path(args.build_root), source) / key
 
 
 class NextHarness:
