@@ -318,24 +318,3 @@ def interleaved(
             break
     return samples
 
-
-Deliver = Callable[[int, Any], None]
-
-
-def burst(clock: Clock, call: Call, inputs: list[list[Any]], deliver: Deliver) -> list[float]:
-    """The timed loop both processes run, the referee for the reference and the worker for the
-    candidate: device sync, then per call a cache flush, the timed call, and ``deliver(i,
-    output)`` (the copy into the shared buffer, after the end timestamp), then a device sync.
-    The parent's wall clock brackets the whole burst, so the referee's bursts calibrate what
-    the loop itself costs and the worker's cannot hide work outside the timed calls."""
-    clock.sync()
-    times: list[float] = []
-    clock.late_count = 0
-    for i, args in enumerate(inputs):
-        ms, out = clock.time_call(lambda a=args: call(a), flush=True)  # type: ignore[misc]
-        clock.late_count += int(clock.last_late)
-        times.append(ms)
-        deliver(i, out)
-        del out
-    clock.sync()
-    return times

@@ -97,16 +97,6 @@ def signal_all(outer: int, sig: int) -> set[int]:
     return done
 
 
-def signal_known(outer: int, known: set[int], sig: int) -> None:
-    """``sig`` to the child's process group and, when it has a namespace, a full scan again:
-    a remembered pid may belong to another process by now (a member that ended freed it)."""
-    if known:
-        signal_all(outer, sig)
-        return
-    with contextlib.suppress(OSError):
-        os.killpg(outer, sig)
-
-
 def kill(outer: int) -> None:
     """SIGKILL the namespace's PID 1: the kernel then kills every process in it."""
     init = namespace_init(outer)

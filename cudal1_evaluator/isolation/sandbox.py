@@ -177,7 +177,6 @@ class Child:
             lifetime.make_owned_temp_dir(shared)
         self._go_w: int | None = None
         self._init_pid: int | None = None  # for memory readings only (see _worker_pid)
-        self._known: set[int] = set()  # the members the last signal_all found
         self._ctl_w: int | None = None  # orders to the namespace's init, and its answers
         self._ack_r: int | None = None
         self._own_dirs = (str(self.exchange),) if shared is not None else ()  # outside root
@@ -261,16 +260,8 @@ class Child:
         """``sig`` to every process the child started, ``setsid`` escapees included: through
         its namespace's init (atomic, no fork slips past), else by a scan of its namespace,
         else its process group alone."""
-        if self._by_init(sig):
-            return
-        self._known = pidtree.signal_all(self.proc.pid, sig)
-
-    def signal_known(self, sig: int) -> None:
-        """As ``signal_all``; without an init to ask, the process group alone until a first
-        scan found members (the fast path inside a timed window is the init's)."""
-        if self._by_init(sig):
-            return
-        pidtree.signal_known(self.proc.pid, self._known, sig)
+        if not self._by_init(sig):
+            pidtree.signal_all(self.proc.pid, sig)
 
     def _by_init(self, sig: int) -> bool:
         """Ask the namespace's init to stop or resume every member; False when there is no

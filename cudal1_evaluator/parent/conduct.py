@@ -104,12 +104,6 @@ def _signal(running: Running, sig: signal.Signals) -> None:
         running.child.signal_all(sig)
 
 
-def _known(running: Running, sig: signal.Signals) -> None:
-    """The same, the fast way where the child's namespace has an init to ask."""
-    with contextlib.suppress(Exception):
-        running.child.signal_known(sig)
-
-
 def _seed() -> int:
     return int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
 
@@ -155,21 +149,17 @@ class Conductor:
                 self.on_progress(stage, done, total, note)
 
     @contextlib.contextmanager
-    def _alone(self, runner: Running, timed: bool) -> Iterator[None]:
+    def _alone(self, runner: Running) -> Iterator[None]:
         """Only ``runner`` runs while it serves a request: the other runners wait stopped
-        outside their own requests, and the referee is stopped for its length. Inside a timed
-        window the signals go to the processes already known, without a scan of ``/proc``;
-        the full stop (``_settle``) follows the window."""
-        _known(self.ref, signal.SIGSTOP)
-        _known(runner, signal.SIGCONT)
+        outside their own requests, and the referee is stopped for its length. A runner's
+        stop and go are its namespace init's (atomic, no scan of ``/proc``)."""
+        _signal(self.ref, signal.SIGSTOP)
+        _signal(runner, signal.SIGCONT)
         try:
             yield
         finally:
-            if timed:
-                _known(runner, signal.SIGSTOP)
-            else:
-                _signal(runner, signal.SIGSTOP)
-            _known(self.ref, signal.SIGCONT)
+            _signal(runner, signal.SIGSTOP)
+            _signal(self.ref, signal.SIGCONT)
 
     def _ask_referee(self, message: Mapping[str, object]) -> Reply:
         try:
@@ -178,11 +168,10 @@ class Conductor:
             self.ev.referee_error = self.ev.referee_error or str(exc)
             raise
 
-    def _ask_runner(self, side: str, message: Mapping[str, object],
-                    timed: bool = False) -> Reply:
+    def _ask_runner(self, side: str, message: Mapping[str, object]) -> Reply:
         runner = self.runners[side]
         try:
-            with self._alone(runner, timed):
+            with self._alone(runner):
                 return runner.peer.request(message, self.job.timeout_s, runner.alive)
         except PeerGone as exc:
             if side == "candidate":
@@ -223,10 +212,9 @@ class Conductor:
         self._ask_referee({"op": "flush"})
         values = self._fill(side, ids)
         started = time.perf_counter_ns()
-        self._ask_runner(side, {"op": "burst", "values": values}, timed=True)
+        self._ask_runner(side, {"op": "burst", "values": values})
         self._ask_referee({"op": "seal", "runner": RUNNER[side]})
         wall_ms = (time.perf_counter_ns() - started) / 1e6
-        _signal(self.runners[side], signal.SIGSTOP)  # the full stop: forks made meanwhile
         if side == "candidate":
             self._gpu_idle()
         return Burst(len(ids), wall_ms)
@@ -481,7 +469,3 @@ def wait_on(running: Running, text: str, job: Job, limits: sandbox.Limits,
 
     running.thread = threading.Thread(target=target, daemon=True, name="eval-child")
     running.thread.start()
-
-
-def job_dir(running: Running) -> Path:
-    return running.child.root

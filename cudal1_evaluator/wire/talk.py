@@ -112,9 +112,6 @@ def read_metas(value: Any, count: int) -> list[OutputMeta]:
     return [cast(OutputMeta, item) if isinstance(item, dict) else OutputMeta() for item in value]
 
 
-def read_int(value: Any, default: int = 0) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
 
 # A handler takes its op's request (a TypedDict of wire.talk_messages; JSON from the trusted parent)
 Handler = Callable[[Any], Mapping[str, object]]

@@ -210,11 +210,10 @@ def test_each_child_runs_alone_while_the_other_serves_a_request(tmp_path: Path) 
             return lambda sig: os.killpg(proc.pid, sig)
 
         referee = Running(SimpleNamespace(proc=procs[0], alive=lambda: True,  # type: ignore[arg-type]
-                                          signal_all=signal_all(procs[0]),
-                                          signal_known=signal_all(procs[0])), ref_peer)
+                                          signal_all=signal_all(procs[0])), ref_peer)
         worker = Running(SimpleNamespace(proc=procs[1], root=tmp_path, exchange=tmp_path,  # type: ignore[arg-type]
-                                         alive=lambda: True, signal_all=signal_all(procs[1]),
-                                         signal_known=signal_all(procs[1])), wrk_peer)
+                                         alive=lambda: True, signal_all=signal_all(procs[1])),
+                         wrk_peer)
         os.killpg(procs[1].pid, signal.SIGSTOP)  # as launched: the runner waits stopped
         conductor = Conductor(_job(LINEAR_PROBLEM, ""), referee, {"candidate": worker}, None)
         conductor._ask_runner("candidate", {"op": "burst", "slots": []})
