@@ -28,11 +28,13 @@ from cudal1_evaluator.common.harness import Harness, SetupError, load_source
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job
 from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.wire.channel import WorkerChannel
+from cudal1_evaluator.wire.cuda_ipc import Exporter
 from cudal1_evaluator.wire.report import WorkerReport
 from cudal1_evaluator.wire.talk import Handler, Peer, serve
 from cudal1_evaluator.wire.talk_messages import (
     Attach,
     BurstRequest,
+    Delivered,
     Empty,
     JudgedOutputs,
     OutputItem,
@@ -61,6 +63,7 @@ class Worker:
         self.timing_checked = False
         self.pool: list[tuple[list[Any], list[Any]]] = []  # the referee's buffers, per slot
         self.held: list[Any] = []  # the last window's outputs, until ``describe``
+        self.exporter = Exporter()
 
     def phase(self, name: str, step: Callable[[], None]) -> None:
         """Run one phase, recording its wall time (also when it stops the run)."""
@@ -252,23 +255,44 @@ class Worker:
         self.rep.settings_changed.update(after)
         return {"outputs": metas, "settings_changed": self.rep.settings_changed}
 
-    def burst(self, msg: BurstRequest) -> Empty:
-        """One trusted window: call the module on the fresh sets in slots 0..N-1 and deliver
-        every output, then wait for the device. The parent's clock runs from before this
-        request until the referee holds the outputs; ``describe`` comes after that."""
+    def burst(self, msg: BurstRequest) -> Delivered:
+        """One trusted window: call the module on the fresh sets in slots 0..N-1, say where
+        each output lies (CUDA: in this process's own memory, read in place by the referee)
+        or copy it into the referee's buffer, then wait for the device. The parent's clock
+        runs from before this request until the referee's seal; ``describe`` comes after."""
         if not self.timing_checked:  # the globals and the guard once more before timing
             self.timing_checked = True
             self.rep.add_flags(self.fn.diff_globals(self.globals0, self.fn.snapshot_globals()))
             self.rep.add_flags(self.guard_findings())
         held: list[Any] = []
+        self.held = held
+        table: list[str] = []
+        index: dict[bytes, int] = {}
+        where: list[list[list[int] | None]] = []
         call = self.calls["candidate"]
         self.prepare["candidate"]()
         with self.h.no_grad():
             for inputs, buffers in self._slots(msg["values"]):
-                self._deliver(call(inputs), buffers, held)
+                out = call(inputs)
+                where.append(self._hand_over(out, buffers, held, table, index))
             self.h.clock.sync()
-        self.held = held
-        return {}
+        return {"handles": table, "where": where}
+
+    def _hand_over(self, out: Any, buffers: list[Any], held: list[Any], table: list[str],
+                   index: dict[bytes, int]) -> list[list[int] | None]:
+        """Hold one call's output; per output, where it lies (read in place), else None after
+        copying it into the referee's buffer."""
+        held.append(out)
+        items = list(out) if isinstance(out, tuple | list) else [out]
+        if len(items) != len(buffers):
+            return [None] * len(buffers)
+        where: list[list[int] | None] = []
+        for buf, t in zip(buffers, items, strict=True):
+            found = self.exporter.locate(t, table, index) if copyable(t, buf) else None
+            if found is None and copyable(t, buf):
+                self._into(buf, t)
+            where.append(found)
+        return where
 
     def describe(self, msg: object) -> JudgedOutputs:
         """The last window's outputs described (after the referee sealed them), then let go."""

@@ -24,6 +24,7 @@ import os
 import random
 import secrets
 import signal
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -50,14 +51,21 @@ from cudal1_evaluator.wire.talk_messages import (
 )
 
 MIN_CALLS = 4  # calls per window at least
-MAX_CALLS = 256
+MAX_CALLS = 1024
 MIN_BURSTS = 6  # windows per side before the loop may stop on a stable median
 ALONE_BURSTS = 3  # the reference alone, before the candidate is imported
 WINDOW_TARGET_MS = 20.0  # work per window at least
 HANDOFF_SHARE = 0.1  # the fixed hand-off of a window against its work, at most
-WINDOW_BYTES = {"cuda": 1 << 30, "cpu": 256 << 20}  # one window's inputs and outputs at most
+WINDOW_BYTES = {"cuda": 1 << 30, "cuda_most": 16 << 30, "cpu": 256 << 20}  # a window's sets
+EMPTY_WINDOWS = 4  # the reference's empty windows at the start (the first one discarded)
 IDLE_FLOOR_MS, IDLE_FACTOR = 0.5, 10.0  # a busy GPU: our tiny kernel this much slower
 RUNNER = {"reference": 0, "candidate": 1, "matched": 2}  # the referee's pool of each runner
+
+REUSED_SEEN = ("the outputs of different calls lie in the same memory: each call returns a buffer the "
+               "next call overwrites (a CUDA graph's static output?). Only the last call of a "
+               "window could be checked; code that keeps an output sees it change")
+LATE_SEEN = ("outputs were still being written after the runner said its calls were done: work "
+             "outside the timed window")
 
 Reuse = Callable[[RefereeInfo], "tuple[list[Burst], float] | None"]
 
@@ -76,6 +84,9 @@ class Evidence:
     matched: list[Burst] = field(default_factory=list)
     candidate: list[Burst] = field(default_factory=list)
     settings_changed: SettingsChanged = field(default_factory=dict)
+    handoff: list[float] = field(default_factory=list)  # empty windows of the reference, ms
+    in_place: dict[str, int] = field(default_factory=dict)  # outputs read in place, last window
+    side_calls: dict[str, int] = field(default_factory=dict)  # larger windows than the reference's
     precision: PrecisionInfo = field(default_factory=PrecisionInfo)
     referee_error: str = ""
     protocol_error: str = ""
@@ -108,18 +119,22 @@ def _seed() -> int:
     return int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
 
 
-def calls_per_window(small: Burst, large: Burst, set_bytes: int, device: str) -> int:
-    """Calls per window from two windows of the reference (``small`` and ``large`` calls): the
-    fixed hand-off of a window and the time of a call, fitted; enough calls that the window
-    holds ``WINDOW_TARGET_MS`` of work and the hand-off is at most ``HANDOFF_SHARE`` of it,
-    within the memory a window's fresh sets may take."""
-    per_call = (large.wall_ms - small.wall_ms) / max(1, large.calls - small.calls)
-    if per_call <= 0:  # noise: take the hand-off as nothing
-        per_call = large.mean_ms()
-    handoff = max(0.0, small.wall_ms - small.calls * per_call)
-    wanted = max(WINDOW_TARGET_MS / max(per_call, 1e-3), handoff / HANDOFF_SHARE / per_call)
-    by_memory = WINDOW_BYTES["cuda" if device.startswith("cuda") else "cpu"] // max(1, set_bytes)
+def calls_for(per_call_ms: float, handoff_ms: float, set_bytes: int, info: RefereeInfo,
+              device: str) -> int:
+    """Calls per window for a side whose call takes ``per_call_ms``: enough that the window
+    holds ``WINDOW_TARGET_MS`` of work and its fixed hand-off (taken off, but noisy) is at most
+    ``HANDOFF_SHARE`` of it, within the memory a window's fresh sets may take."""
+    per_call = max(per_call_ms, 1e-3)
+    wanted = max(WINDOW_TARGET_MS / per_call, handoff_ms / HANDOFF_SHARE / per_call)
+    by_memory = window_bytes(device, int(info.get("free_bytes") or 0)) // max(1, 2 * set_bytes)
     return max(MIN_CALLS, min(MAX_CALLS, math.ceil(wanted), by_memory))
+
+
+def window_bytes(device: str, free: int) -> int:
+    """What one window's fresh sets (inputs and outputs, each twice) may take."""
+    if not device.startswith("cuda"):
+        return WINDOW_BYTES["cpu"]
+    return max(WINDOW_BYTES["cuda"], min(WINDOW_BYTES["cuda_most"], free // 8))
 
 
 class Conductor:
@@ -134,6 +149,7 @@ class Conductor:
         self.alone_age: float | None = None  # set when the alone bursts are reused
         self.idle_ms: float | None = None  # the referee's tiny-kernel round trip, GPU idle
         self.init_seed = _seed()
+        self._last: dict[str, Burst] = {}  # each runner's window of the last round
 
     @property
     def wrk(self) -> Running:
@@ -151,15 +167,13 @@ class Conductor:
     @contextlib.contextmanager
     def _alone(self, runner: Running) -> Iterator[None]:
         """Only ``runner`` runs while it serves a request: the other runners wait stopped
-        outside their own requests, and the referee is stopped for its length. A runner's
-        stop and go are its namespace init's (atomic, no scan of ``/proc``)."""
-        _signal(self.ref, signal.SIGSTOP)
+        outside their own requests (the referee waits on its socket). A runner's stop and go
+        are its namespace init's (atomic, no scan of ``/proc``)."""
         _signal(runner, signal.SIGCONT)
         try:
             yield
         finally:
             _signal(runner, signal.SIGSTOP)
-            _signal(self.ref, signal.SIGCONT)
 
     def _ask_referee(self, message: Mapping[str, object]) -> Reply:
         try:
@@ -206,18 +220,34 @@ class Conductor:
 
     def _window(self, side: str, ids: list[int]) -> Burst:
         """One trusted window: from the fresh sets becoming visible to the runner (the
-        referee fills its slots while all of its processes are stopped) to the referee's
-        seal. On a GPU the runner's kernels could outlive its stopped process and watch its
-        slots: the GPU must be idle after every candidate window (``_gpu_idle``)."""
-        self._ask_referee({"op": "flush"})
+        referee fills its slots while all of its processes are stopped, then evicts the
+        caches) to the referee's seal (every output placed and sampled by the referee). On a
+        GPU the runner's kernels could outlive its stopped process: after every candidate
+        window the GPU must be idle (``_gpu_idle``) and the sampled bytes unchanged (the
+        referee's ``check``)."""
         values = self._fill(side, ids)
+        self._ask_referee({"op": "flush"})
         started = time.perf_counter_ns()
-        self._ask_runner(side, {"op": "burst", "values": values})
-        self._ask_referee({"op": "seal", "runner": RUNNER[side]})
+        reply = self._ask_runner(side, {"op": "burst", "values": values})
+        sealed = self._ask_referee({"op": "seal", "runner": RUNNER[side],
+                                    "handles": reply.get("handles"),
+                                    "where": reply.get("where")})
         wall_ms = (time.perf_counter_ns() - started) / 1e6
+        if ids:
+            self.ev.in_place[side] = int(sealed.get("in_place") or 0)
         if side == "candidate":
             self._gpu_idle()
-        return Burst(len(ids), wall_ms)
+        return Burst(len(ids), wall_ms, self.handoff_ms())
+
+    def handoff_ms(self) -> float:
+        """A window's fixed cost (signals, requests, the seal's round trip): the median of
+        the reference runner's empty windows. Taken off every window's wall time, so a
+        window's mean per call is its calls' own time (and the loop around each)."""
+        return statistics.median(self.ev.handoff) if self.ev.handoff else 0.0
+
+    def _empty_windows(self, count: int) -> None:
+        for _ in range(count):
+            self.ev.handoff.append(self._window("reference", []).wall_ms)
 
     def _gpu_idle(self) -> None:
         """Reject work the candidate left running on the GPU after its window (its processes
@@ -263,8 +293,12 @@ class Conductor:
             self.ev.alone, self.alone_age = found
             self.ev.calls = found[0][0].calls
             self._attach("reference", self.ev.calls)
+            self._empty_windows(EMPTY_WINDOWS)
+            self.ev.handoff = self.ev.handoff[1:]
             return
         self._attach("reference", 2 * MIN_CALLS)
+        self._empty_windows(EMPTY_WINDOWS)
+        self.ev.handoff = self.ev.handoff[1:]
         self._size_windows()
         if self.ev.calls != 2 * MIN_CALLS:
             self._attach("reference", self.ev.calls)
@@ -284,14 +318,16 @@ class Conductor:
         return bursts
 
     def _size_windows(self) -> None:
-        """Windows of the reference of ``MIN_CALLS`` and twice as many calls (after one that
-        pays the one-time costs) give a call's time and a window's hand-off; they size every
-        later window."""
+        """A window of the reference of ``2 * MIN_CALLS`` calls (after one that pays the
+        one-time costs), less the hand-off, gives a call's time; it sizes the reference's
+        windows (the candidate's are sized again once it has run, ``_size_candidate``)."""
         self._progress("reference", 0, ALONE_BURSTS, "sizing the timed windows")
-        small = self._reference_windows(MIN_CALLS, 2)[-1]
-        large = self._reference_windows(2 * MIN_CALLS, 1)[0]
-        self.ev.calls = calls_per_window(small, large, int(self.ev.info.get("set_bytes") or 1),
-                                         self.job.device)
+        window = self._reference_windows(2 * MIN_CALLS, 2)[-1]
+        self.ev.calls = self._calls_for(window.mean_ms())
+
+    def _calls_for(self, per_call_ms: float) -> int:
+        return calls_for(per_call_ms, self.handoff_ms(), int(self.ev.info.get("set_bytes") or 1),
+                         self.ev.info, self.job.device)
 
     def time_alone(self) -> None:
         """The reference's windows before the candidate is imported: a discarded one, then
@@ -368,13 +404,16 @@ class Conductor:
         self._attach("matched", self.ev.calls)
 
     def timing(self) -> None:
-        job, calls = self.job, self.ev.calls
-        self._round(max(1, min(job.warmup, calls)), keep=False)
+        job = self.job
+        self._round(keep=False)
+        if self._size_candidate():
+            self._round(keep=False)  # the new slots' first touch, untimed
+        calls = max(self.sizes().values())
         most = max(MIN_BURSTS, math.ceil(job.max_samples / calls))
         least = max(MIN_BURSTS, math.ceil(job.min_samples / calls))
         started = time.monotonic()
         while len(self.ev.candidate) < most:
-            self._round(calls, keep=True)
+            self._round(keep=True)
             self._progress("timing", len(self.ev.candidate), most)
             if self.ev.recheck.mismatches:
                 break
@@ -384,30 +423,72 @@ class Conductor:
                 break
         self.ev.timed = True
 
+    def sizes(self) -> dict[str, int]:
+        """Calls per window of each runner: the reference's from its own time, a faster
+        candidate's (or matched reference's) larger, so its window holds as much work."""
+        return {side: max(self.ev.calls, self.ev.side_calls.get(side, 0))
+                for side in self.runners}
+
+    def _size_candidate(self) -> bool:
+        """After a first untimed round: more calls for the sides much faster than the
+        reference (their pools made again); True when a size changed."""
+        changed = False
+        for side, burst in self._last.items():
+            if side == "reference" or not burst.calls:
+                continue
+            wanted = self._calls_for(burst.mean_ms())
+            if wanted > self.ev.calls:
+                self.ev.side_calls[side] = wanted
+                self._attach(side, wanted)
+                changed = True
+        return changed
+
     def _stable(self) -> bool:
         sides = [self.ev.reference, self.ev.candidate] + ([self.ev.matched] if self.ev.matched
                                                           else [])
         return all(median_rel_ci(means(s)) <= self.job.stable_rel_ci for s in sides)
 
-    def _round(self, calls: int, keep: bool) -> None:
-        """Fresh sets; each runner's window on them, in random order; then the referee's
-        reference outputs and a check of every candidate output."""
-        ids = self._new_sets(calls)
-        order = list(self.runners)
-        self._rng.shuffle(order)
-        bursts = {side: self._window(side, ids) for side in order}
+    def _round(self, keep: bool) -> None:
+        """Fresh sets and their reference outputs; each runner's window on them (its own
+        number of calls, the first sets), and an empty one, in random order; the candidate's
+        outputs checked right after its window, while it is stopped."""
+        sizes = self.sizes()
+        ids = self._new_sets(max(sizes.values()))
         self._ask_referee({"op": "expect", "sets": ids})
-        results = self._check("candidate", ids)
+        order = [*self.runners, ""]
+        self._rng.shuffle(order)
+        bursts: dict[str, Burst] = {}
+        results: list[CheckResult] = []
+        for side in order:
+            if not side:
+                self.ev.handoff.append(self._window("reference", []).wall_ms)
+                continue
+            bursts[side] = self._window(side, ids[:sizes[side]])
+            if side == "candidate":
+                results = self._check("candidate", ids)
         self._release(ids)
-        described = self._ask_runner("candidate", {"op": "describe"})
-        self._output_flags(read_metas(described.get("outputs"), calls))
+        for side in self.runners:
+            described = self._ask_runner(side, {"op": "describe"})
+            if side == "candidate":
+                self._output_flags(read_metas(described.get("outputs"), sizes[side]))
         self._mutation_flags(results)
+        self._trusted_output_flags(results)
         self._recheck(results)
+        self._last = bursts
         if keep:
             self.ev.reference.append(bursts["reference"])
             self.ev.candidate.append(bursts["candidate"])
             if "matched" in bursts:
                 self.ev.matched.append(bursts["matched"])
+
+    def _trusted_output_flags(self, results: list[CheckResult]) -> None:
+        """What the referee saw itself: outputs sharing memory across calls, outputs still
+        being written after the window closed."""
+        codes = {f.code for f in self.ev.flags}
+        if any(r.get("reused") for r in results) and "output_buffer_reused" not in codes:
+            self.ev.flags.append(Flag("output_buffer_reused", REUSED_SEEN, "reject"))
+        if any(r.get("late") for r in results) and "work_after_window" not in codes:
+            self.ev.flags.append(Flag("work_after_window", LATE_SEEN, "reject"))
 
     def _recheck(self, results: list[CheckResult]) -> None:
         rc = self.ev.recheck

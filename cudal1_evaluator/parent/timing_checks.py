@@ -4,8 +4,9 @@ A window is one runner's burst of N calls on N fresh input sets, timed by the pa
 clock alone: it opens when the inputs become visible to the runner (its processes resumed,
 the request sent) and closes when the trusted referee holds the outputs (its seal returned).
 Nothing a runner reports enters a time. The reference runs through the identical path in a
-sibling runner, so both sides pay the same hand-off, and a window's mean per call is the
-sample. Speedups are ratios of medians of those means.
+sibling runner. A window's fixed hand-off, measured by the trusted side on the reference
+runner's empty windows, is taken off; the rest per call is the sample (a runner can only add
+to it). Speedups are ratios of medians of those means.
 """
 
 from __future__ import annotations
@@ -16,18 +17,25 @@ from dataclasses import dataclass
 from cudal1_evaluator.schema import Flag, TimingSummary
 
 SLOWED_P50 = 1.15  # reference_slowed (a warning): the interleaved median 15 % above alone
+HANDOFF_MOST = 0.5  # of a window's wall time, the hand-off taken off at most
 SLOWED_CAP = 1.05  # the reference a speedup uses: at most 5 % slower than alone
 
 
 @dataclass
 class Burst:
-    """One trusted window: how many calls it held and the parent's wall time around it."""
+    """One trusted window: how many calls it held, the parent's wall time around it, and the
+    fixed hand-off of a window when it was taken (the median of the reference runner's empty
+    windows: the signals, the requests, the seal's round trip)."""
 
     calls: int = 0
     wall_ms: float = 0.0
+    handoff_ms: float = 0.0
 
     def mean_ms(self) -> float:
-        return self.wall_ms / max(1, self.calls)
+        """Per call, the hand-off taken off (never more than half the window: a window that
+        is mostly hand-off is sized wrong, and what is left is an upper bound)."""
+        work = max(self.wall_ms - self.handoff_ms, HANDOFF_MOST * self.wall_ms)
+        return work / max(1, self.calls)
 
 
 def means(bursts: list[Burst]) -> list[float]:

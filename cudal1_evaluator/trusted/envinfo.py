@@ -57,3 +57,16 @@ def arch_tag(device: torch.device) -> str:
         return f"cpu-{platform.machine()}"
     major, minor = torch.cuda.get_device_capability(device)
     return f"sm_{major}{minor}"
+
+
+def free_memory(device: torch.device) -> int:
+    """Bytes free on the device now (on a CPU, what the host has available)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0

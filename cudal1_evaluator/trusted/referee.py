@@ -12,6 +12,8 @@ tolerance. Its seal closes the parent's timed window: outputs count once it hold
 
 from __future__ import annotations
 
+import base64
+import os
 import statistics
 import time
 from pathlib import Path
@@ -29,6 +31,7 @@ from cudal1_evaluator.common.compare import (
 from cudal1_evaluator.common.harness import Harness, SetupError, describe_exception
 from cudal1_evaluator.schema import Job
 from cudal1_evaluator.trusted import envinfo
+from cudal1_evaluator.trusted.sealing import Placer, WindowSeal
 from cudal1_evaluator.wire.report import WorkerReport
 from cudal1_evaluator.wire.talk import Handler, Peer, serve
 from cudal1_evaluator.wire.talk_messages import (
@@ -45,10 +48,14 @@ from cudal1_evaluator.wire.talk_messages import (
     RefereeInfo,
     RefereeInit,
     Seal,
+    Sealed,
     SetIds,
     SlotDesc,
 )
 from cudal1_evaluator.wire.tensor_exchange import export, export_tensor, poisoned_like
+
+LATE_MESSAGE = ("its outputs changed after the window closed: work still writing them when the "
+                "runner said it was done (outside the timed window)")
 
 
 class Pool:
@@ -107,10 +114,13 @@ class Referee:
         self.sets: dict[int, InputSet] = {}
         self.pools: dict[int, Pool] = {}
         self.filled: dict[int, list[int]] = {}  # runner -> the set in each slot
+        self.windows: dict[int, WindowSeal] = {}  # runner -> its last window, as sealed
+        self.gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little"))
 
     # -- ops -----------------------------------------------------------------------------
     def init(self, msg: RefereeInit) -> RefereeInfo:
         self.h = Harness(self.job, init_seed=int(msg["init_seed"]))
+        self.placer = Placer(self.h.device)
         self.model = self.h.reference_model()
         self.probe = self.h.make_inputs(int(msg["probe_seed"]))
         with torch.no_grad():
@@ -126,7 +136,8 @@ class Referee:
                 "tolerance": tolerance,
                 "outputs": [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
                             for t in self.templates],
-                "set_bytes": _nbytes(self.probe) + _nbytes(self.templates)}
+                "set_bytes": _nbytes(self.probe) + _nbytes(self.templates),
+                "free_bytes": envinfo.free_memory(self.h.device)}
 
     def pool(self, msg: PoolRequest) -> PoolSlots:
         """A runner's buffers (made again at another size), described for it to open once."""
@@ -137,6 +148,10 @@ class Referee:
         made = Pool(self.probe, self.templates, int(msg["calls"]), Path(str(msg["xdir"])),
                     self.h.device)
         self.pools[runner] = made
+        for desc in made.descs:  # our own memory is never a runner's output
+            for shared in [*desc["inputs"], *desc["outputs"]]:
+                if shared["kind"] == "cuda" and shared.get("handle"):
+                    self.placer.owners[base64.b64decode(str(shared["handle"]))] = -1
         self.h.clock.sync()
         return {"slots": made.descs}
 
@@ -184,46 +199,71 @@ class Referee:
         self.h.clock.flush()
         return {}
 
-    def seal(self, msg: Seal) -> Empty:
-        """Freeze the outputs a runner left in its slots: the end of its timed window. Its
-        input slots are compared later, in place (the runner is stopped; anything it still
-        writes there is more mutation, never less), before the next fill."""
+    def seal(self, msg: Seal) -> Sealed:
+        """The end of a runner's timed window: place every output (in the runner's own
+        memory, or in our buffer), and read a sample of each at places drawn now. Inputs and
+        outputs are compared later, in place, with the runner stopped (``check``)."""
         runner = int(msg["runner"])
         pool = self.pools[runner]
-        for j, sid in enumerate(self.filled.get(runner, [])):
-            self.sets[sid].sealed[f"{runner}.{j}"] = (pool.inputs[j],
-                                                      [t.clone() for t in pool.outputs[j]])
-        self.filled[runner] = []
+        ids = self.filled.get(runner, [])
+        placed = self.placer.place(runner, pool.outputs, len(ids), msg.get("handles"),
+                                   msg.get("where"))
+        window = WindowSeal(placed)
+        window.probe(self.gen)
         self.h.clock.sync()
-        return {}
+        for j, sid in enumerate(ids):
+            self.sets[sid].sealed[f"{runner}.{j}"] = (pool.inputs[j],
+                                                      [p.tensor for p in placed[j]])
+        self.windows[runner] = window
+        self.filled[runner] = []
+        in_place = sum(p.key[0] == "ipc" for call in placed for p in call)
+        return {"in_place": in_place, "copied": sum(map(len, placed)) - in_place}
 
     def check(self, msg: Check) -> Checked:
-        """Every sealed slot of a runner for these sets, against the strict reference."""
+        """Every sealed slot of a runner for these sets, against the strict reference, and
+        the window's sampled bytes read again (the runner is stopped, the GPU idle)."""
+        runner = int(msg["runner"])
+        window = self.windows.get(runner)
+        late = window.late() if window is not None else False
+        reused = window.reused() if window is not None else set()
         results: list[CheckResult] = []
-        prefix = f"{int(msg['runner'])}."
+        prefix = f"{runner}."
         for sid in msg["sets"]:
             made = self.sets[int(sid)]
             if made.expected is None:
                 raise RuntimeError(f"set {sid} checked before its reference output")
             for key in sorted(k for k in made.sealed if k.startswith(prefix)):
-                results.append(self._compare(made, *made.sealed[key]))
+                call = int(key.split(".")[1])
+                results.append(self._compare(made, *made.sealed[key], reused=call in reused,
+                                             late=late))
         return {"results": results}
 
-    def _compare(self, made: InputSet, inputs: list[Any],
-                 outputs: list[torch.Tensor]) -> CheckResult:
+    def _compare(self, made: InputSet, inputs: list[Any], outputs: list[torch.Tensor], *,
+                 reused: bool, late: bool) -> CheckResult:
         mutated = [j for j, (a, b) in enumerate(zip(inputs, made.original, strict=True))
                    if not same_inputs([a], [b])]
+        if reused:  # a later call's output lies there: nothing of this call's to compare
+            return {"ok": not late, "abs": 0.0, "rel": 0.0, "mutated": mutated, "reused": True,
+                    "late": late, "message": "its output memory holds a later call's output"}
         got: Any = outputs[0] if self.single else list(outputs)
         result = compare_outputs(made.expected, got, self.job.tolerance)
-        return {"ok": result.ok, "abs": result.max_abs_err, "rel": result.max_rel_err,
-                "message": result.message, "mutated": mutated}
+        message = LATE_MESSAGE if late else result.message
+        return {"ok": result.ok and not late, "abs": result.max_abs_err,
+                "rel": result.max_rel_err, "message": message, "mutated": mutated,
+                "reused": False, "late": late}
 
     def release(self, msg: SetIds) -> Empty:
         for sid in msg["sets"]:
             self.sets.pop(int(sid), None)
+        live = {k for w in self.windows.values() for call in w.placed for p in call
+                for k in [p.key]}
+        self.placer.forget(live)
         return {}
 
     def close(self) -> None:
+        self.windows.clear()
+        self.sets.clear()
+        self.placer.close()
         for pool in self.pools.values():
             pool.remove()
 

@@ -106,6 +106,7 @@ class RefereeInfo(TypedDict, total=False):
     tolerance: ToleranceInfo
     outputs: list[OutputSpec]
     set_bytes: int  # one input set and its outputs, in bytes (sizes the windows)
+    free_bytes: int  # free device memory when the referee started (caps the windows)
 
 
 class SetRequest(TypedDict):
@@ -138,9 +139,16 @@ class IdleProbe(TypedDict):
     ms: float  # a tiny kernel's round trip, host clock (the GPU busy with others: longer)
 
 
-class Seal(TypedDict):
+class Seal(TypedDict, total=False):
     op: Literal["seal"]
     runner: int
+    handles: list[str]  # the runner's word (CUDA IPC handles of its allocations), checked
+    where: list[list[list[int] | None]]  # per call, per output: [handle, offset] or None
+
+
+class Sealed(TypedDict):
+    in_place: int  # outputs read in the runner's own memory
+    copied: int  # outputs the runner copied into the referee's buffers (or never delivered)
 
 
 class Check(TypedDict):
@@ -165,6 +173,8 @@ class CheckResult(TypedDict):
     rel: float
     message: str
     mutated: list[int]
+    reused: bool  # its memory holds a later call's output (the trusted side saw them overlap)
+    late: bool  # sampled bytes changed after the seal: work after the window closed
 
 
 class Checked(TypedDict):
@@ -203,6 +213,13 @@ class TrialOutputs(TypedDict):
 class BurstRequest(TypedDict):
     op: Literal["burst"]
     values: list[list[object]]  # one per call, slot J for call J: the non-tensor inputs
+
+
+class Delivered(TypedDict):
+    """A runner's word on where its outputs lie (checked by the referee, never believed)."""
+
+    handles: list[str]
+    where: list[list[list[int] | None]]
 
 
 class JudgedOutputs(TypedDict):

@@ -230,11 +230,20 @@ def test_each_child_runs_alone_while_the_other_serves_a_request(tmp_path: Path) 
 
 def test_windows_hold_enough_calls_that_the_hand_off_is_small() -> None:
     """A 1 ms call with a 10 ms hand-off: 100 calls keep the hand-off at a tenth of the work;
-    the memory a window's sets may take caps it; never fewer than four calls."""
-    from cudal1_evaluator.parent.conduct import MIN_CALLS, calls_per_window
+    the memory a window's sets may take caps it (two copies of each set, at most an eighth of
+    the free memory, at least 1 GiB); never fewer than four calls."""
+    from cudal1_evaluator.parent.conduct import MIN_CALLS, calls_for
 
-    small, large = Burst(4, 14.0), Burst(8, 18.0)
-    assert calls_per_window(small, large, 1 << 20, "cuda") == 100
-    assert calls_per_window(small, large, 1 << 28, "cuda") == MIN_CALLS  # 4 sets per GiB
-    assert calls_per_window(Burst(4, 400.0), Burst(8, 800.0), 1, "cpu") == MIN_CALLS
-    assert calls_per_window(Burst(4, 4.0), Burst(8, 3.0), 1, "cpu") == 67  # noise: no slope
+    roomy, tight = {"free_bytes": 80 << 30}, {"free_bytes": 0}
+    assert calls_for(1.0, 10.0, 1 << 20, roomy, "cuda") == 100
+    assert calls_for(1.0, 10.0, 1 << 27, tight, "cuda") == MIN_CALLS  # 4 sets in 1 GiB
+    assert calls_for(1.0, 10.0, 1 << 27, roomy, "cuda") == 40  # 10 GiB: 40 sets of 2 x 128 MiB
+    assert calls_for(100.0, 1.0, 1, tight, "cpu") == MIN_CALLS
+    assert calls_for(0.001, 0.5, 1, tight, "cpu") == 1024  # the most a window holds
+
+
+def test_the_hand_off_comes_off_every_window_but_never_more_than_half() -> None:
+    """A window's mean per call is its wall time less the trusted side's fixed hand-off (the
+    reference runner's empty windows); a window that is mostly hand-off keeps half its time."""
+    assert Burst(10, 12.0, 2.0).mean_ms() == 1.0
+    assert Burst(10, 3.0, 2.0).mean_ms() == 0.15

@@ -1,0 +1,143 @@
+"""The end of a timed window, decided by the referee: where each output lies, and proof that
+it was there when the window closed.
+
+A runner says where each output of its window lies (in its own memory: an IPC handle and an
+offset; otherwise in the referee's buffer it copied it into). Nothing of that is believed:
+the referee maps the allocation itself (the driver checks the handle), checks the bounds
+against the mapping, refuses a handle another runner showed first, and reads the bytes with
+its own kernels. The seal reads a few hundred bytes of every output at places drawn then
+(``WindowSeal.probe``); the check, later, with the runner stopped and the GPU idle, reads the
+same places again (``late``): work still writing the outputs after the window closed changes
+them. Outputs of different calls that share memory (``reused``) are a later call's output,
+not theirs.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from cudal1_evaluator.wire.cuda_ipc import HANDLE_BYTES, Mapper, view_at
+
+SAMPLES = 256  # bytes read per output at the seal, at places the runner cannot predict
+Key = tuple[object, ...]
+
+
+@dataclass
+class Placed:
+    """One output as the referee reads it: the tensor compared, and the bytes it lies in."""
+
+    tensor: torch.Tensor
+    source: torch.Tensor  # uint8: the mapped allocation, or the referee's own buffer
+    start: int
+    length: int
+    key: Key  # the same memory has the same key
+
+
+@dataclass
+class WindowSeal:
+    placed: list[list[Placed]]  # per call, per output
+    samples: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = field(default_factory=list)
+
+    def probe(self, gen: torch.Generator) -> None:
+        """Read ``SAMPLES`` bytes of every output at random places (one gather per memory)."""
+        groups: dict[Key, list[Placed]] = {}
+        for call in self.placed:
+            for p in call:
+                if p.length > 0:
+                    groups.setdefault(p.key, []).append(p)
+        for members in groups.values():
+            starts = torch.tensor([p.start for p in members], dtype=torch.int64)
+            lengths = torch.tensor([p.length for p in members], dtype=torch.float64)
+            offsets = (torch.rand(len(members), SAMPLES, generator=gen, dtype=torch.float64)
+                       * lengths[:, None]).to(torch.int64).clamp_min(0)
+            lengths_i = lengths.to(torch.int64)
+            offsets = torch.minimum(offsets, (lengths_i - 1)[:, None])
+            source = members[0].source
+            where = (starts[:, None] + offsets).reshape(-1).to(source.device)
+            self.samples.append((source, where, source.index_select(0, where)))
+
+    def late(self) -> bool:
+        """Whether any sampled byte differs now from what the seal read."""
+        return any(not torch.equal(source.index_select(0, where), seen)
+                   for source, where, seen in self.samples)
+
+    def reused(self) -> set[int]:
+        """The calls whose output memory a later call's output overlaps."""
+        spans: dict[Key, list[tuple[int, int, int]]] = {}
+        for j, call in enumerate(self.placed):
+            for p in call:
+                spans.setdefault(p.key, []).append((p.start, p.start + max(p.length, 1), j))
+        earlier: set[int] = set()
+        for items in spans.values():
+            items.sort()
+            end, owner = -1, -1
+            for start, stop, j in items:
+                if start < end and j != owner:
+                    earlier.add(min(j, owner))
+                if stop > end:
+                    end, owner = stop, j
+        return earlier
+
+
+class Placer:
+    """Where a runner's outputs lie, decided by the referee from the runner's word."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.mapper = Mapper(device) if device.type == "cuda" else None
+        self.owners: dict[bytes, int] = {}  # an allocation's handle -> the runner that showed it
+
+    def place(self, runner: int, buffers: list[list[torch.Tensor]], calls: int,
+              handles: Any, where: Any) -> list[list[Placed]]:
+        segments = self._segments(runner, handles)
+        placed = []
+        for j in range(calls):
+            said = where[j] if isinstance(where, list) and j < len(where) else None
+            placed.append([self._one(runner, j, i, buf, segments, said)
+                           for i, buf in enumerate(buffers[j])])
+        return placed
+
+    def _segments(self, runner: int, handles: Any) -> list[tuple[bytes, torch.Tensor] | None]:
+        if self.mapper is None or not isinstance(handles, list):
+            return []
+        found: list[tuple[bytes, torch.Tensor] | None] = []
+        for text in handles[:256]:
+            handle = _handle(text)
+            owner = self.owners.setdefault(handle, runner) if handle else None
+            segment = self.mapper.segment(handle) if handle and owner == runner else None
+            found.append((handle, segment) if handle and segment is not None else None)
+        return found
+
+    def _one(self, runner: int, j: int, i: int, buf: torch.Tensor,
+             segments: list[tuple[bytes, torch.Tensor] | None], said: Any) -> Placed:
+        loc = said[i] if isinstance(said, list) and i < len(said) else None
+        if isinstance(loc, list) and len(loc) == 2 and isinstance(loc[0], int) and \
+                0 <= loc[0] < len(segments) and segments[loc[0]] is not None:
+            handle, segment = segments[loc[0]]  # type: ignore[misc]
+            view = view_at(segment, loc[1], buf)
+            if view is not None:
+                size = buf.numel() * buf.element_size()
+                return Placed(view, segment, int(loc[1]), size, ("ipc", handle))
+        flat = buf.reshape(-1).view(torch.uint8)
+        return Placed(buf, flat, 0, flat.numel(), ("slot", runner, j, i))
+
+    def forget(self, keep: set[Key]) -> None:
+        """Unmap allocations no live window reads (when more than a few are open)."""
+        if self.mapper is not None:
+            self.mapper.trim({k[1] for k in keep if k and k[0] == "ipc"})  # type: ignore[misc]
+
+    def close(self) -> None:
+        if self.mapper is not None:
+            self.mapper.close()
+
+
+def _handle(text: object) -> bytes | None:
+    try:
+        raw = base64.b64decode(str(text), validate=True)
+    except (ValueError, binascii.Error):
+        return None
+    return raw if len(raw) == HANDLE_BYTES else None

@@ -1,0 +1,165 @@
+"""A runner's own output memory, read by the referee in place (CUDA driver IPC, no copy).
+
+A runner names where each output lies: the IPC handle of the allocation that holds it and a
+byte offset (``locate``). The referee opens each allocation once (``Mapper``) and reads the
+bytes itself: it checks bounds against the size the driver reports for the mapping, never
+against anything the runner said. Copying every output into a buffer of the referee's cost as
+much as an elementwise kernel, inside every timed call; reading in place costs nothing there.
+
+Plain ctypes on ``libcuda``: torch's own IPC path (``_share_cuda_``) keeps reference counts in
+files under ``/dev/shm`` and costs tens of microseconds an output.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+HANDLE_BYTES = 64
+_LAZY_PEER_ACCESS = 1  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+MAX_OPEN = 64  # allocations a referee keeps mapped per runner (oldest closed first)
+
+
+class _Handle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * HANDLE_BYTES)]
+
+
+_driver: Any = None
+
+
+def _cuda() -> Any:
+    """libcuda's IPC entry points, bound once (None where there is no driver)."""
+    global _driver
+    if _driver is None:
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            _driver = False
+            return None
+        ptr, size = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t)
+        lib.cuMemGetAddressRange_v2.argtypes = [ptr, size, ctypes.c_uint64]
+        lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(_Handle), ctypes.c_uint64]
+        lib.cuIpcOpenMemHandle_v2.argtypes = [ptr, _Handle, ctypes.c_uint]
+        lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
+        for fn in (lib.cuMemGetAddressRange_v2, lib.cuIpcGetMemHandle,
+                   lib.cuIpcOpenMemHandle_v2, lib.cuIpcCloseMemHandle):
+            fn.restype = ctypes.c_int
+        _driver = lib
+    return _driver or None
+
+
+def address_range(ptr: int) -> tuple[int, int] | None:
+    """(base, size) of the allocation holding device address ``ptr``."""
+    lib = _cuda()
+    if lib is None:
+        return None
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    if lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr) != 0:
+        return None
+    return int(base.value), int(size.value)
+
+
+class Exporter:
+    """The runner's side: where an output lies, as (handle index, byte offset). Handles are
+    made once per allocation (the caching allocator keeps its segments)."""
+
+    def __init__(self) -> None:
+        self._handles: dict[int, bytes] = {}  # allocation base -> its IPC handle
+
+    def locate(self, t: torch.Tensor, table: list[str], index: dict[bytes, int]
+               ) -> list[int] | None:
+        """[handle index in ``table``, byte offset] for a contiguous CUDA tensor, else None
+        (the caller copies it into the referee's buffer instead)."""
+        if t.device.type != "cuda" or not t.is_contiguous() or t.numel() == 0:
+            return None
+        ptr = int(t.data_ptr())
+        found = address_range(ptr)
+        if found is None:
+            return None
+        base, _size = found
+        handle = self._handles.get(base)
+        if handle is None:
+            made = _Handle()
+            if _cuda().cuIpcGetMemHandle(ctypes.byref(made), base) != 0:
+                return None
+            handle = self._handles[base] = bytes(made.reserved)
+        if handle not in index:
+            index[handle] = len(table)
+            table.append(base64.b64encode(handle).decode("ascii"))
+        return [index[handle], ptr - base]
+
+
+class _Mapped:
+    """An allocation of a runner's, mapped here: its bytes as a uint8 tensor."""
+
+    def __init__(self, ptr: int, size: int, device: torch.device) -> None:
+        self.ptr = ptr
+        self.bytes = torch.as_tensor(_ArrayInterface(ptr, size), device=device)
+
+
+class _ArrayInterface:
+    def __init__(self, ptr: int, size: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (size,), "typestr": "|u1",
+                                         "data": (ptr, False), "version": 2}
+
+
+class Mapper:
+    """The referee's side: open a runner's handles (once each, checked by the driver) and
+    give the bytes at an offset as a tensor of the expected dtype and shape."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._open: OrderedDict[bytes, _Mapped] = OrderedDict()
+
+    def segment(self, handle: bytes) -> torch.Tensor | None:
+        """The mapped allocation's bytes, or None (not a handle the driver opens here)."""
+        mapped = self._open.get(handle)
+        if mapped is None:
+            mapped = self._map(handle)
+            if mapped is None:
+                return None
+            self._open[handle] = mapped
+        self._open.move_to_end(handle)
+        return mapped.bytes
+
+    def _map(self, handle: bytes) -> _Mapped | None:
+        lib = _cuda()
+        if lib is None:
+            return None
+        ptr = ctypes.c_uint64()
+        if lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), _Handle(handle), _LAZY_PEER_ACCESS):
+            return None
+        found = address_range(int(ptr.value))
+        if found is None or found[0] != int(ptr.value):
+            lib.cuIpcCloseMemHandle(ptr.value)
+            return None
+        return _Mapped(int(ptr.value), found[1], self.device)
+
+    def trim(self, keep: set[bytes]) -> None:
+        """Unmap the oldest allocations beyond ``MAX_OPEN``, never one in ``keep``."""
+        for handle in [h for h in self._open if h not in keep][:max(0, len(self._open) - MAX_OPEN)]:
+            self._close(self._open.pop(handle))
+
+    def _close(self, mapped: _Mapped) -> None:
+        torch.cuda.synchronize(self.device)
+        del mapped.bytes
+        _cuda().cuIpcCloseMemHandle(mapped.ptr)
+
+    def close(self) -> None:
+        while self._open:
+            self._close(self._open.popitem()[1])
+
+
+def view_at(segment: torch.Tensor, offset: object, like: torch.Tensor) -> torch.Tensor | None:
+    """The bytes at ``offset`` of a mapped allocation as a tensor shaped like ``like``
+    (contiguous), or None when they do not fit inside it or are misaligned."""
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        return None
+    size = like.numel() * like.element_size()
+    if offset < 0 or offset % like.element_size() or offset + size > segment.numel():
+        return None
+    return segment[offset:offset + size].view(like.dtype).view(like.shape)
