@@ -18,13 +18,17 @@ from cudal1_evaluator.parent import conduct
 from cudal1_evaluator.schema import Job
 
 steps: list[tuple[str, str, float]] = []
+seals: list[dict[str, Any]] = []
 
 
 def _timed(name: str, method: Any) -> Any:
     def wrapper(self: conduct.Conductor, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
-            return method(self, *args, **kwargs)
+            reply = method(self, *args, **kwargs)
+            if name == "referee" and isinstance(reply, dict) and "in_place" in reply:
+                seals.append(reply)
+            return reply
         finally:
             op = ""
             for a in args:
@@ -48,6 +52,9 @@ def main() -> None:
     for key, values in sorted(by.items()):
         print(f"{key:22s} n={len(values):4d} median {statistics.median(values):8.3f} ms "
               f"max {max(values):8.3f} ms")
+    if seals:
+        print("last seals (outputs read in place / copied / driver error):",
+              [(r.get("in_place"), r.get("copied"), r.get("map_error")) for r in seals[-3:]])
     for side, summary in result.timing.items():
         samples = [round(x, 3) for x in summary.samples_ms]
         print(side, summary.n, round(summary.median_ms, 4), samples)

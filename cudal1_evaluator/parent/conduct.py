@@ -61,9 +61,9 @@ EMPTY_WINDOWS = 4  # the reference's empty windows at the start (the first one d
 IDLE_FLOOR_MS, IDLE_FACTOR = 0.5, 10.0  # a busy GPU: our tiny kernel this much slower
 RUNNER = {"reference": 0, "candidate": 1, "matched": 2}  # the referee's pool of each runner
 
-REUSED_SEEN = ("the outputs of different calls lie in the same memory: each call returns a buffer the "
-               "next call overwrites (a CUDA graph's static output?). Only the last call of a "
-               "window could be checked; code that keeps an output sees it change")
+REUSED_SEEN = ("the outputs of different calls lie in the same memory: each call returns a "
+               "buffer the next call overwrites (a CUDA graph's static output?). Only the last "
+               "call of a window could be checked; code that keeps an output sees it change")
 LATE_SEEN = ("outputs were still being written after the runner said its calls were done: work "
              "outside the timed window")
 

@@ -217,7 +217,9 @@ class Referee:
         self.windows[runner] = window
         self.filled[runner] = []
         in_place = sum(p.key[0] == "ipc" for call in placed for p in call)
-        return {"in_place": in_place, "copied": sum(map(len, placed)) - in_place}
+        mapper = self.placer.mapper
+        return {"in_place": in_place, "copied": sum(map(len, placed)) - in_place,
+                "map_error": mapper.last_error if mapper is not None else 0}
 
     def check(self, msg: Check) -> Checked:
         """Every sealed slot of a runner for these sets, against the strict reference, and

@@ -25,7 +25,7 @@ MAX_OPEN = 64  # allocations a referee keeps mapped per runner (oldest closed fi
 
 
 class _Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * HANDLE_BYTES)]
+    _fields_ = [("reserved", ctypes.c_ubyte * HANDLE_BYTES)]  # not c_char: it stops at a NUL
 
 
 _driver: Any = None
@@ -86,7 +86,7 @@ class Exporter:
             made = _Handle()
             if _cuda().cuIpcGetMemHandle(ctypes.byref(made), base) != 0:
                 return None
-            handle = self._handles[base] = bytes(made.reserved)
+            handle = self._handles[base] = bytes(made)
         if handle not in index:
             index[handle] = len(table)
             table.append(base64.b64encode(handle).decode("ascii"))
@@ -114,6 +114,7 @@ class Mapper:
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self._open: OrderedDict[bytes, _Mapped] = OrderedDict()
+        self.last_error = 0  # the driver's answer to the last handle it would not open
 
     def segment(self, handle: bytes) -> torch.Tensor | None:
         """The mapped allocation's bytes, or None (not a handle the driver opens here)."""
@@ -131,7 +132,10 @@ class Mapper:
         if lib is None:
             return None
         ptr = ctypes.c_uint64()
-        if lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), _Handle(handle), _LAZY_PEER_ACCESS):
+        made = _Handle.from_buffer_copy(handle)
+        code = lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), made, _LAZY_PEER_ACCESS)
+        if code:
+            self.last_error = int(code)
             return None
         found = address_range(int(ptr.value))
         if found is None or found[0] != int(ptr.value):

@@ -149,6 +149,7 @@ class Seal(TypedDict, total=False):
 class Sealed(TypedDict):
     in_place: int  # outputs read in the runner's own memory
     copied: int  # outputs the runner copied into the referee's buffers (or never delivered)
+    map_error: int  # the driver's answer to the last handle the referee could not open
 
 
 class Check(TypedDict):
