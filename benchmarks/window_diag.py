@@ -30,10 +30,10 @@ def _timed(name: str, method: Any) -> Any:
                 seals.append(reply)
             return reply
         finally:
-            op = ""
+            op = f"{args[0]}:" if name == "runner" and args else ""
             for a in args:
                 if isinstance(a, dict):
-                    op = str(a.get("op", ""))
+                    op += str(a.get("op", ""))
             steps.append((name, op, (time.perf_counter() - started) * 1e3))
     return wrapper
 

@@ -405,7 +405,8 @@ class Conductor:
 
     def timing(self) -> None:
         job = self.job
-        self._round(keep=False)
+        self._round(keep=False)  # first calls: lazy builds, allocations, mappings
+        self._round(keep=False)  # sizes the candidate's windows
         if self._size_candidate():
             self._round(keep=False)  # the new slots' first touch, untimed
         calls = max(self.sizes().values())
@@ -430,8 +431,9 @@ class Conductor:
                 for side in self.runners}
 
     def _size_candidate(self) -> bool:
-        """After a first untimed round: more calls for the sides much faster than the
-        reference (their pools made again); True when a size changed."""
+        """After the untimed rounds (the second one, past first-call costs): more calls for the
+        sides much faster than the reference (their pools made again); True when a size
+        changed."""
         changed = False
         for side, burst in self._last.items():
             if side == "reference" or not burst.calls:
