@@ -167,13 +167,16 @@ class Conductor:
     @contextlib.contextmanager
     def _alone(self, runner: Running) -> Iterator[None]:
         """Only ``runner`` runs while it serves a request: the other runners wait stopped
-        outside their own requests (the referee waits on its socket). A runner's stop and go
-        are its namespace init's (atomic, no scan of ``/proc``)."""
+        outside their own requests, and the referee is stopped for its length (an idle
+        child's spinning threads never take a core from the one being timed). A runner's
+        stop and go are its namespace init's (atomic, no scan of ``/proc``)."""
+        _signal(self.ref, signal.SIGSTOP)
         _signal(runner, signal.SIGCONT)
         try:
             yield
         finally:
             _signal(runner, signal.SIGSTOP)
+            _signal(self.ref, signal.SIGCONT)
 
     def _ask_referee(self, message: Mapping[str, object]) -> Reply:
         try:

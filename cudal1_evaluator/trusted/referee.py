@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import os
+import random
 import statistics
 import time
 from pathlib import Path
@@ -31,7 +32,7 @@ from cudal1_evaluator.common.compare import (
 from cudal1_evaluator.common.harness import Harness, SetupError, describe_exception
 from cudal1_evaluator.schema import Job
 from cudal1_evaluator.trusted import envinfo
-from cudal1_evaluator.trusted.sealing import Placer, WindowSeal
+from cudal1_evaluator.trusted.sealing import Placer, WindowSeal, sampled_calls
 from cudal1_evaluator.wire.report import WorkerReport
 from cudal1_evaluator.wire.talk import Handler, Peer, serve
 from cudal1_evaluator.wire.talk_messages import (
@@ -100,8 +101,6 @@ class InputSet:
     def __init__(self, original: list[Any]) -> None:
         self.original = original
         self.expected: Any = None  # the strict fp32 reference output
-        # "K.J" (runner K, slot J) -> the runner's inputs there and the outputs its seal froze
-        self.sealed: dict[str, tuple[list[Any], list[torch.Tensor]]] = {}
 
 
 def _nbytes(values: list[Any]) -> int:
@@ -116,6 +115,7 @@ class Referee:
         self.filled: dict[int, list[int]] = {}  # runner -> the set in each slot
         self.windows: dict[int, WindowSeal] = {}  # runner -> its last window, as sealed
         self.gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little"))
+        self.rng = random.Random(os.urandom(16))
 
     # -- ops -----------------------------------------------------------------------------
     def init(self, msg: RefereeInit) -> RefereeInfo:
@@ -200,44 +200,46 @@ class Referee:
         return {}
 
     def seal(self, msg: Seal) -> Sealed:
-        """The end of a runner's timed window: place every output (in the runner's own
-        memory, or in our buffer), and read a sample of each at places drawn now. Inputs and
-        outputs are compared later, in place, with the runner stopped (``check``)."""
+        """The end of a runner's timed window: map the allocations it names, and read a
+        sample of the outputs of its last call and of calls drawn now, at places drawn now.
+        Every output is placed and compared later, in place, with the runner stopped
+        (``check``)."""
         runner = int(msg["runner"])
         pool = self.pools[runner]
         ids = self.filled.get(runner, [])
-        placed = self.placer.place(runner, pool.outputs, len(ids), msg.get("handles"),
-                                   msg.get("where"))
-        window = WindowSeal(placed)
-        window.probe(self.gen)
+        window = WindowSeal(runner, ids, pool.outputs,
+                            self.placer.segments(runner, msg.get("handles")), msg.get("where"))
+        window.probe(self.placer, sampled_calls(len(ids), self.rng), self.gen)
         self.h.clock.sync()
-        for j, sid in enumerate(ids):
-            self.sets[sid].sealed[f"{runner}.{j}"] = (pool.inputs[j],
-                                                      [p.tensor for p in placed[j]])
         self.windows[runner] = window
         self.filled[runner] = []
-        in_place = sum(p.key[0] == "ipc" for call in placed for p in call)
+        placed = [p for call in window.placed.values() for p in call]
+        in_place = sum(p.key[0] == "ipc" for p in placed)
         mapper = self.placer.mapper
-        return {"in_place": in_place, "copied": sum(map(len, placed)) - in_place,
+        return {"in_place": in_place, "copied": len(placed) - in_place,
                 "map_error": mapper.last_error if mapper is not None else 0}
 
     def check(self, msg: Check) -> Checked:
-        """Every sealed slot of a runner for these sets, against the strict reference, and
-        the window's sampled bytes read again (the runner is stopped, the GPU idle)."""
-        runner = int(msg["runner"])
-        window = self.windows.get(runner)
-        late = window.late() if window is not None else False
-        reused = window.reused() if window is not None else set()
+        """Every output of a runner's last window for these sets, in place, against the
+        strict reference, and the window's sampled bytes read again (the runner is stopped,
+        the GPU idle)."""
+        window = self.windows.get(int(msg["runner"]))
+        if window is None:
+            return {"results": []}
+        late = window.late()
+        reused = window.reused(self.placer)
+        pool = self.pools[window.runner]
+        wanted = {int(s) for s in msg["sets"]}
         results: list[CheckResult] = []
-        prefix = f"{runner}."
-        for sid in msg["sets"]:
-            made = self.sets[int(sid)]
+        for j, sid in enumerate(window.ids):
+            made = self.sets[sid]
+            if sid not in wanted:
+                continue
             if made.expected is None:
                 raise RuntimeError(f"set {sid} checked before its reference output")
-            for key in sorted(k for k in made.sealed if k.startswith(prefix)):
-                call = int(key.split(".")[1])
-                results.append(self._compare(made, *made.sealed[key], reused=call in reused,
-                                             late=late))
+            outputs = [p.tensor for p in window.call(self.placer, j)]
+            results.append(self._compare(made, pool.inputs[j], outputs, reused=j in reused,
+                                         late=late))
         return {"results": results}
 
     def _compare(self, made: InputSet, inputs: list[Any], outputs: list[torch.Tensor], *,
@@ -257,9 +259,7 @@ class Referee:
     def release(self, msg: SetIds) -> Empty:
         for sid in msg["sets"]:
             self.sets.pop(int(sid), None)
-        live = {k for w in self.windows.values() for call in w.placed for p in call
-                for k in [p.key]}
-        self.placer.forget(live)
+        self.placer.forget({k for w in self.windows.values() for k in w.memory()})
         return {}
 
     def close(self) -> None:

@@ -5,9 +5,10 @@ A runner says where each output of its window lies (in its own memory: an IPC ha
 offset; otherwise in the referee's buffer it copied it into). Nothing of that is believed:
 the referee maps the allocation itself (the driver checks the handle), checks the bounds
 against the mapping, refuses a handle another runner showed first, and reads the bytes with
-its own kernels. The seal reads a few hundred bytes of every output at places drawn then
-(``WindowSeal.probe``); the check, later, with the runner stopped and the GPU idle, reads the
-same places again (``late``): work still writing the outputs after the window closed changes
+its own kernels. The seal reads a few hundred bytes of the outputs of the window's last call
+and of calls drawn then, at places drawn then (``WindowSeal.probe``); the check, later, with
+the runner stopped and the GPU idle, places every output and reads the same places again
+(``late``): work still writing the outputs after the window closed changes
 them. Outputs of different calls that share memory (``reused``) are a later call's output,
 not theirs.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,7 @@ import torch
 from cudal1_evaluator.wire.cuda_ipc import HANDLE_BYTES, Mapper, view_at
 
 SAMPLES = 256  # bytes read per output at the seal, at places the runner cannot predict
+SAMPLED_CALLS = 16  # calls of a window whose outputs the seal reads, besides the last
 Key = tuple[object, ...]
 
 
@@ -40,37 +43,53 @@ class Placed:
 
 @dataclass
 class WindowSeal:
-    placed: list[list[Placed]]  # per call, per output
+    """One runner's window as its seal left it: the sets in its slots, the runner's word on
+    where the outputs lie, the calls sampled at the seal and what was read there."""
+
+    runner: int
+    ids: list[int]
+    buffers: list[list[torch.Tensor]]  # the referee's own output buffers, per slot
+    segments: list[tuple[bytes, torch.Tensor] | None]
+    where: Any
+    placed: dict[int, list[Placed]] = field(default_factory=dict)  # call -> its outputs
     samples: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
-    def probe(self, gen: torch.Generator) -> None:
-        """Read ``SAMPLES`` bytes of every output at random places (one gather per memory)."""
+    def probe(self, placer: Placer, calls: list[int], gen: torch.Generator) -> None:
+        """Place the outputs of ``calls`` and read ``SAMPLES`` bytes of each at random places
+        (one gather per memory)."""
         groups: dict[Key, list[Placed]] = {}
-        for call in self.placed:
-            for p in call:
+        for j in calls:
+            for p in self.call(placer, j):
                 if p.length > 0:
                     groups.setdefault(p.key, []).append(p)
         for members in groups.values():
             starts = torch.tensor([p.start for p in members], dtype=torch.int64)
-            lengths = torch.tensor([p.length for p in members], dtype=torch.float64)
-            offsets = (torch.rand(len(members), SAMPLES, generator=gen, dtype=torch.float64)
-                       * lengths[:, None]).to(torch.int64).clamp_min(0)
-            lengths_i = lengths.to(torch.int64)
-            offsets = torch.minimum(offsets, (lengths_i - 1)[:, None])
+            lengths = torch.tensor([p.length for p in members], dtype=torch.int64)
+            draws = torch.rand(len(members), SAMPLES, generator=gen, dtype=torch.float64)
+            offsets = (draws * lengths[:, None]).to(torch.int64)
+            offsets = torch.minimum(offsets, (lengths - 1)[:, None])
             source = members[0].source
             where = (starts[:, None] + offsets).reshape(-1).to(source.device)
             self.samples.append((source, where, source.index_select(0, where)))
+
+    def call(self, placer: Placer, j: int) -> list[Placed]:
+        """Call ``j``'s outputs, placed (once)."""
+        if j not in self.placed:
+            said = self.where[j] if isinstance(self.where, list) and j < len(self.where) else None
+            self.placed[j] = [placer.one(self.runner, j, i, buf, self.segments, said)
+                              for i, buf in enumerate(self.buffers[j])]
+        return self.placed[j]
 
     def late(self) -> bool:
         """Whether any sampled byte differs now from what the seal read."""
         return any(not torch.equal(source.index_select(0, where), seen)
                    for source, where, seen in self.samples)
 
-    def reused(self) -> set[int]:
+    def reused(self, placer: Placer) -> set[int]:
         """The calls whose output memory a later call's output overlaps."""
         spans: dict[Key, list[tuple[int, int, int]]] = {}
-        for j, call in enumerate(self.placed):
-            for p in call:
+        for j in range(len(self.ids)):
+            for p in self.call(placer, j):
                 spans.setdefault(p.key, []).append((p.start, p.start + max(p.length, 1), j))
         earlier: set[int] = set()
         for items in spans.values():
@@ -83,6 +102,19 @@ class WindowSeal:
                     end, owner = stop, j
         return earlier
 
+    def memory(self) -> set[Key]:
+        return {p.key for call in self.placed.values() for p in call} | \
+            {("ipc", seg[0]) for seg in self.segments if seg is not None}
+
+
+def sampled_calls(calls: int, rng: random.Random) -> list[int]:
+    """The calls whose outputs the seal reads: the last one and ``SAMPLED_CALLS`` others
+    drawn now (a runner that leaves any of them unfinished is caught; drawn after delivery,
+    the runner cannot know which)."""
+    if calls <= SAMPLED_CALLS + 1:
+        return list(range(calls))
+    return sorted({calls - 1, *rng.sample(range(calls - 1), SAMPLED_CALLS)})
+
 
 class Placer:
     """Where a runner's outputs lie, decided by the referee from the runner's word."""
@@ -91,17 +123,7 @@ class Placer:
         self.mapper = Mapper(device) if device.type == "cuda" else None
         self.owners: dict[bytes, int] = {}  # an allocation's handle -> the runner that showed it
 
-    def place(self, runner: int, buffers: list[list[torch.Tensor]], calls: int,
-              handles: Any, where: Any) -> list[list[Placed]]:
-        segments = self._segments(runner, handles)
-        placed = []
-        for j in range(calls):
-            said = where[j] if isinstance(where, list) and j < len(where) else None
-            placed.append([self._one(runner, j, i, buf, segments, said)
-                           for i, buf in enumerate(buffers[j])])
-        return placed
-
-    def _segments(self, runner: int, handles: Any) -> list[tuple[bytes, torch.Tensor] | None]:
+    def segments(self, runner: int, handles: Any) -> list[tuple[bytes, torch.Tensor] | None]:
         if self.mapper is None or not isinstance(handles, list):
             return []
         found: list[tuple[bytes, torch.Tensor] | None] = []
@@ -112,7 +134,7 @@ class Placer:
             found.append((handle, segment) if handle and segment is not None else None)
         return found
 
-    def _one(self, runner: int, j: int, i: int, buf: torch.Tensor,
+    def one(self, runner: int, j: int, i: int, buf: torch.Tensor,
              segments: list[tuple[bytes, torch.Tensor] | None], said: Any) -> Placed:
         loc = said[i] if isinstance(said, list) and i < len(said) else None
         if isinstance(loc, list) and len(loc) == 2 and isinstance(loc[0], int) and \
