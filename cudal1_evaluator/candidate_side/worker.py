@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from cudal1_evaluator.candidate_side import checks, integrity, stable_sources
+from cudal1_evaluator.candidate_side import build_failures, checks, integrity, stable_sources
 from cudal1_evaluator.candidate_side.build_child import build_dir_of
 from cudal1_evaluator.common.compare import as_tensors, describe_tolerance
 from cudal1_evaluator.common.harness import Harness, SetupError, load_source
@@ -57,6 +57,7 @@ class Worker:
         self.job, self.ch, self.rep = job, channel, report
         self.build_path = ""
         self.guard: integrity.Guard | None = None
+        self.build_failures: build_failures.BuildFailures | None = None
         self.init_seed: int | None = None  # from the parent: the referee builds Model with it
         self.timing_checked = False
         self.pool: list[tuple[list[Any], list[Any]]] = []  # the referee's buffers, per slot
@@ -89,6 +90,7 @@ class Worker:
         self.bdir = build_dir_of(self.job, self.h.device)
         self.build_path = str(self.bdir.path)
         stable_sources.install(self.bdir.path)  # the build stage's paths: its build is reused
+        self.build_failures = build_failures.install()  # builds its own code survives
         # writes only to this candidate's own build dir: never into another's cached build
         self.guard = integrity.install_guards([self.build_path, str(self.h.workdir)])
         # bound methods: patching the Guard class later does not reach these
@@ -295,11 +297,17 @@ class Worker:
 
     # -- wrap-up (every path) ------------------------------------------------------------
     def failed(self, exc: BaseException) -> None:
-        """The candidate raised: a refusal by the guard is a verdict, anything else a crash."""
+        """The candidate raised: a refusal by the guard is a verdict, a build failure that
+        nothing handled (a lazy ``load_inline`` in ``forward``) a compile error, anything else
+        a crash."""
         if _blocked(exc):
             reasons = [f"{f.code}: {f.reason}" for f in self.guard_findings()
                        if f.severity == "reject"]
             self.rep.fail("blocked", "; ".join(dict.fromkeys(reasons)) or _describe(exc))
+        elif hasattr(self, "fn") and self.fn.looks_like_build_error(str(exc)):
+            self.rep.compile_log = self.fn.trim_compile_log(_describe(exc))
+            self.rep.fail("compile", f"a build in a call failed and nothing handled it: "
+                          f"{self.fn.headline(self.rep.compile_log) or type(exc).__name__}")
         else:
             self.rep.fail("runtime", _describe(exc))
 
@@ -310,8 +318,16 @@ class Worker:
         try:
             self.fn.restore_settings(self.settings0)
             self.rep.flags += self._guard_findings()
+            self._note_failed_builds()
         except BaseException as exc:
             self.rep.fail("runtime", _describe(exc))
+
+    def _note_failed_builds(self) -> None:
+        """Builds that failed while the candidate went on: a warning beside a verdict that
+        follows what ran (not when the failure itself ended the run: a compile error)."""
+        flag = self.build_failures.flag() if self.build_failures is not None else None
+        if flag is not None and self.rep.error_kind != "compile":
+            self.rep.add_flags([flag])
 
 
 CUDA_GRAPH_OVERWRITTEN = "CUDAGraphs that has been overwritten"
