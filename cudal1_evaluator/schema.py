@@ -100,6 +100,10 @@ class RewardSpec:
 
     name: str = "clipped_speedup"
     params: dict[str, float] = field(default_factory=dict)
+    # what correct candidates with static outputs / a fallback earn (cudal1_evaluator.reward
+    # RewardPolicy: {"static_outputs": "zero"|"full", "fallback": "zero"|"full"}; missing
+    # keys take the defaults)
+    policy: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -195,6 +199,7 @@ class Result:
     reward: float = 0.0
     reward_formula: str = "clipped_speedup"
     reward_params: dict[str, float] = field(default_factory=dict)
+    reward_policy: dict[str, str] = field(default_factory=dict)  # the policy applied
     message: str = ""
     flags: list[Flag] = field(default_factory=list)
     trials: list[TrialReport] = field(default_factory=list)

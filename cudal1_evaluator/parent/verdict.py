@@ -21,7 +21,7 @@ from cudal1_evaluator.parent.timing_checks import (
     reference_means,
     reference_slowed,
 )
-from cudal1_evaluator.reward import noise_band, score
+from cudal1_evaluator.reward import RewardPolicy, noise_band, score, severity_under
 from cudal1_evaluator.schema import Flag, Job, Result, Status, TimingSummary
 from cudal1_evaluator.stats import summarize
 from cudal1_evaluator.verdict_details import DeviceInfo, ToleranceInfo
@@ -134,7 +134,31 @@ def _ok_message(result: Result, alone: bool) -> str:
     if result.speedup_strict is not None:
         text += (f"; against the strict fp32 reference {result.speedup_strict:.3g}x "
                  f"(the candidate computes in {result.precision.get('candidate')})")
+    if any(f.code in ("fallback_taken", "optional_build_failed") for f in result.flags):
+        text += "; its own kernel or build did not run: the fallback ran and was timed"
     return text
+
+
+def _rejected_message(result: Result, reasons: str) -> str:
+    """``1.87x, rejected: <reasons>`` when the candidate ran correctly and was timed: the
+    measured speedup is shown whatever the verdict (issue 22)."""
+    if result.correct and result.speedup is not None and math.isfinite(result.speedup):
+        return f"{result.speedup:.3g}x, rejected: {reasons}"
+    return reasons
+
+
+def _under_policy(flags: list[Flag], policy: RewardPolicy) -> list[Flag]:
+    """The reward policy decides the severity of the flags it governs (static outputs, a
+    fallback that ran): "zero" rejects, "full" warns."""
+    out = []
+    for flag in flags:
+        severity = severity_under(policy, flag.code)
+        if severity is not None and severity != flag.severity:
+            rejects = severity == "reject"
+            flag = Flag(flag.code, f"{flag.reason} [reward policy: {severity}]",
+                        "reject" if rejects else "warn")
+        out.append(flag)
+    return out
 
 
 def _runtime_message(report: WorkerReport | None, ev: Evidence, outcome: Outcome) -> str:
@@ -165,7 +189,8 @@ def _message(status: Status, report: WorkerReport | None, ev: Evidence, outcome:
     reasons = [f"{f.code}: {f.reason}" for f in result.flags if f.severity == "reject"]
     text = "; ".join(dict.fromkeys(reasons)) or (report.error if report is not None else "")
     blocked = report is not None and report.error_kind == "blocked"
-    return (f"blocked by the evaluator: {text}" if blocked else text)[:2000]
+    return (f"blocked by the evaluator: {text}" if blocked
+            else _rejected_message(result, text))[:2000]
 
 
 def _flags_of(outcome: Outcome, report: WorkerReport | None, ev: Evidence) -> list[Flag]:
@@ -201,11 +226,18 @@ def _from_evidence(job: Job, outcome: Outcome, report: WorkerReport | None, ev: 
     if ev.timed:
         result.timing = _timing(ev)
         flags += _timing_flags(result.timing)
-    result.flags = _one_each(flags)
+    result.flags = _under_policy(_one_each(flags), _policy(job))
     result.status, result.correct = _status(report, ev, result.flags)
-    if ev.timed:
+    if ev.timed:  # every timed candidate keeps its measured speedup, rejected ones too
         _speedups(ev, result)
     result.message = _message(result.status, report, ev, outcome, result)
+
+
+def _policy(job: Job) -> RewardPolicy:
+    try:
+        return RewardPolicy.parse(job.reward.policy)
+    except ValueError:  # check_job refused it before any evaluation; the defaults otherwise
+        return RewardPolicy()
 
 
 def _one_each(flags: list[Flag]) -> list[Flag]:
@@ -234,6 +266,7 @@ def decide(job: Job, outcome: Outcome, report: WorkerReport | None,
                                  f"timing noise (±{noise:.1%}): scored as 1x", "info"))
     result.reward = rewarded.reward if math.isfinite(rewarded.reward) else 0.0
     result.reward_formula, result.reward_params = rewarded.formula, rewarded.params
+    result.reward_policy = _policy(job).as_dict()
     return result
 
 
