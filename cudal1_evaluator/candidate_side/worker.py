@@ -21,8 +21,15 @@ from typing import Any
 
 import torch
 
-from cudal1_evaluator.candidate_side import build_failures, checks, integrity, stable_sources
+from cudal1_evaluator.candidate_side import (
+    build_failures,
+    checks,
+    dtype_watch,
+    integrity,
+    stable_sources,
+)
 from cudal1_evaluator.candidate_side.build_child import build_dir_of
+from cudal1_evaluator.candidate_side.dtype_watch import OBSERVED_KEY
 from cudal1_evaluator.common.compare import as_tensors, describe_tolerance
 from cudal1_evaluator.common.harness import Harness, SetupError, load_source
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job
@@ -46,6 +53,7 @@ from cudal1_evaluator.wire.talk_messages import (
 from cudal1_evaluator.wire.tensor_exchange import copyable, deliver_into, populate
 
 BLOCKED = "blocked by the evaluator"
+WATCHED_CALLS = (2, 3)  # correctness calls whose aten dtypes are watched
 
 
 class _Stop(Exception):
@@ -58,6 +66,10 @@ class Worker:
         self.build_path = ""
         self.guard: integrity.Guard | None = None
         self.build_failures: build_failures.BuildFailures | None = None
+        self.cand_calls = 0  # correctness calls so far
+        self._seen: set[torch.dtype] = set()  # floating dtypes the watched calls computed in
+        self._watched, self._reduced = dtype_watch.watched, dtype_watch.reduced
+        self.out_spec: list[Any] = []
         self.init_seed: int | None = None  # from the parent: the referee builds Model with it
         self.timing_checked = False
         self.pool: list[tuple[list[Any], list[Any]]] = []  # the referee's buffers, per slot
@@ -157,8 +169,17 @@ class Worker:
         return self._guard_findings() if self.guard is not None else []
 
     def cand_call(self, args: list[Any]) -> Any:
+        """One correctness call; the second and third are watched for the floating dtypes
+        that reach aten ops (the first may autotune between methods)."""
         self.prepare["candidate"]()
-        return self.calls["candidate"](args)
+        self.cand_calls += 1
+        if self.cand_calls not in WATCHED_CALLS:
+            return self.calls["candidate"](args)
+        out = self._watched(lambda: self.calls["candidate"](args), self._seen)
+        narrow = self._reduced(self._seen, [str(o.get("dtype")) for o in self.out_spec])
+        if narrow:  # carried with the settings (the parent's precision parity reads it)
+            self.rep.settings_changed[OBSERVED_KEY] = {"before": None, "after": list(narrow)}
+        return out
 
     # -- serving the parent: trials and bursts on inputs the referee made -----------------
     def serve_parent(self, msg: WorkerInit) -> SettingsReply:

@@ -207,6 +207,24 @@ def _flags_of(outcome: Outcome, report: WorkerReport | None, ev: Evidence) -> li
     return flags
 
 
+def _precision_flag(ev: Evidence, tolerance: ToleranceInfo) -> list[Flag]:
+    """A candidate computing below the baseline's precision: said, with the tolerance it
+    passed and the reference it is compared with."""
+    if not ev.matched:
+        return []
+    p = ev.precision
+    observed = ", ".join(p.get("observed") or []) or "none"
+    settings = ", ".join(sorted(p.get("settings") or {})) or "none"
+    fp32 = (tolerance.get("by_dtype") or {}).get("float32")
+    tol = f"{tolerance.get('preset', '?')} (fp32 {fp32['atol']:g})" if fp32 else \
+        str(tolerance.get("preset", "?"))
+    return [Flag("precision_lowered", f"the candidate computes in {p.get('candidate')} (settings "
+                 f"changed: {settings}; reduced dtypes seen: {observed}): its speedup is the "
+                 f"lower of the reference at that precision ({p.get('reference')}) and the "
+                 f"baseline; it passed the {tol} tolerance against the strict fp32 reference",
+                 "warn")]
+
+
 def _from_evidence(job: Job, outcome: Outcome, report: WorkerReport | None, ev: Evidence,
                    result: Result) -> None:
     info = ev.info
@@ -222,7 +240,7 @@ def _from_evidence(job: Job, outcome: Outcome, report: WorkerReport | None, ev: 
         result.compile_time_s, result.build_cached = report.compile_time_s, report.build_cached
     output = stderr_lines(outcome.stdout_tail + "\n" + outcome.stderr_tail, 40)
     result.compile_log = (report.compile_log if report is not None else "") or output[-4000:]
-    flags = _flags_of(outcome, report, ev)
+    flags = _flags_of(outcome, report, ev) + _precision_flag(ev, result.tolerance)
     if ev.timed:
         result.timing = _timing(ev)
         flags += _timing_flags(result.timing)
