@@ -132,6 +132,10 @@ class Job:
     profile: bool = True
     reward: RewardSpec = field(default_factory=RewardSpec)
     cuda_arch: str = ""  # TORCH_CUDA_ARCH_LIST for builds (from the probe); "" = torch detects
+    # the precision the timed runners start at, before the problem's own settings: "defaults"
+    # (PyTorch's: cuDNN TF32 on, matmul TF32 off) or "strict" (strict fp32); correctness is
+    # always judged against the strict fp32 reference
+    baseline: str = "defaults"
     version: int = JOB_VERSION
 
     def to_json(self) -> str:

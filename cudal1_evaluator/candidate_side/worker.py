@@ -87,7 +87,7 @@ class Worker:
     # -- setup -------------------------------------------------------------------------
     def setup(self) -> None:
         try:
-            self.h = Harness(self.job, init_seed=self.init_seed)
+            self.h = Harness(self.job, init_seed=self.init_seed, baseline=self.job.baseline)
             self.rep.device = envinfo.device_info(self.h.device)
             self.rep.versions = envinfo.versions()
             self.reference = self.h.reference_model()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from cudal1_evaluator.isolation.sandbox import Outcome
-from cudal1_evaluator.parent import diskcap
+from cudal1_evaluator.parent import diskcap, reference_runner
 from cudal1_evaluator.parent.conduct import Evidence
 from cudal1_evaluator.parent.timing_checks import (
     SLOWED_CAP,
@@ -134,6 +134,8 @@ def _ok_message(result: Result, alone: bool) -> str:
     if result.speedup_strict is not None:
         text += (f"; against the strict fp32 reference {result.speedup_strict:.3g}x "
                  f"(the candidate computes in {result.precision.get('candidate')})")
+    if result.precision.get("baseline"):
+        text += f"; baseline: {result.precision['baseline']}"
     if any(f.code in ("fallback_taken", "optional_build_failed") for f in result.flags):
         text += "; its own kernel or build did not run: the fallback ran and was timed"
     return text
@@ -235,6 +237,7 @@ def _from_evidence(job: Job, outcome: Outcome, report: WorkerReport | None, ev: 
     result.settings_changed = ev.settings_changed
     result.precision = ev.precision.copy()
     result.precision.pop("autocast", None)
+    result.precision["baseline"] = reference_runner.baseline_name(job)
     if report is not None:
         result.profile = report.profile
         result.compile_time_s, result.build_cached = report.compile_time_s, report.build_cached
