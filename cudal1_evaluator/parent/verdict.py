@@ -212,9 +212,9 @@ def _flags_of(outcome: Outcome, report: WorkerReport | None, ev: Evidence) -> li
 def _precision_flag(ev: Evidence, tolerance: ToleranceInfo) -> list[Flag]:
     """A candidate computing below the baseline's precision: said, with the tolerance it
     passed and the reference it is compared with."""
-    if not ev.matched:
-        return []
     p = ev.precision
+    if not ev.matched or p.get("candidate", "fp32") == "fp32":  # e.g. cudnn.benchmark alone
+        return []
     observed = ", ".join(p.get("observed") or []) or "none"
     settings = ", ".join(sorted(p.get("settings") or {})) or "none"
     fp32 = (tolerance.get("by_dtype") or {}).get("float32")
