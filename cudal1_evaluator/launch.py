@@ -31,6 +31,7 @@ from cudal1_evaluator.parent import (
     warm,
 )
 from cudal1_evaluator.parent.timing_checks import Burst
+from cudal1_evaluator.reward import RewardPolicy
 from cudal1_evaluator.schema import (
     DEVICE_FORMS,
     BuildOutcome,
@@ -56,6 +57,9 @@ def check_job(job: Job) -> None:
         raise ValueError(f"bad device {job.device!r}: use {', '.join(DEVICE_FORMS)}")
     parse_tolerance(job.tolerance)
     parse_reward(job.reward.name)
+    RewardPolicy.parse(job.reward.policy)
+    if job.baseline not in ("defaults", "strict"):
+        raise ValueError(f"bad baseline {job.baseline!r}: defaults or strict")
     if job.correctness_trials < 1 or job.min_samples < 1 or job.timeout_s <= 0:
         raise ValueError("correctness_trials and min_samples must be >= 1, timeout_s > 0")
 

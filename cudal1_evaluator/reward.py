@@ -2,13 +2,20 @@
 
 A reward is 0 for anything whose status is not ``ok``. Formulas take the speedup
 (reference time / candidate time) and return a float.
+
+The reward policy (``RewardPolicy``, a job's ``reward.policy``) says what two kinds of
+candidate that run correctly earn (docs/reward.md): one that returns a CUDA graph's static
+output buffer (``static_outputs``: "zero" by default, the verdict is ``rejected``) and one
+whose own kernel or build did not run so that its fallback computed the result
+(``fallback``: "full" by default, the verdict is ``ok`` with a warning). Either way the
+measured speedup stays in the result.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from cudal1_evaluator.stats import median_rel_ci
 
@@ -79,6 +86,50 @@ def score(name: str, params: Mapping[str, float], status: str, speedup: float | 
     within = abs(speedup - 1.0) <= noise
     effective = 1.0 if within else speedup
     return Score(FORMULAS[name](effective, params), name, dict(params), within)
+
+
+POLICY_CHOICES = ("zero", "full")
+
+
+@dataclass(frozen=True)
+class RewardPolicy:
+    """What a correct candidate of each kind earns: "zero" (rejected, reward 0) or "full"
+    (ok with a warning, the formula's reward)."""
+
+    static_outputs: str = "zero"  # returns memory its next call overwrites or frees
+    fallback: str = "full"  # its own kernel/build did not run; the fallback computed
+
+    @classmethod
+    def parse(cls, given: Mapping[str, object] | None) -> RewardPolicy:
+        """From a job's ``reward.policy``; unknown keys or values raise ValueError."""
+        given = dict(given or {})
+        known = {f.name for f in fields(cls)}
+        unknown = set(given) - known
+        if unknown:
+            raise ValueError(f"unknown reward policy key(s) {', '.join(sorted(unknown))}; "
+                             f"known: {', '.join(sorted(known))}")
+        for key, value in given.items():
+            if value not in POLICY_CHOICES:
+                raise ValueError(f"reward policy {key}={value!r}: use "
+                                 f"{' or '.join(POLICY_CHOICES)}")
+        return cls(**{k: str(v) for k, v in given.items()})
+
+    def as_dict(self) -> dict[str, str]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+# the flags each policy key governs
+POLICY_FLAGS = {"output_buffer_reused": "static_outputs", "fallback_taken": "fallback",
+                "optional_build_failed": "fallback"}
+
+
+def severity_under(policy: RewardPolicy, code: str) -> str | None:
+    """The severity the policy gives a flag ("reject" or "warn"), None for flags it does
+    not govern."""
+    key = POLICY_FLAGS.get(code)
+    if key is None:
+        return None
+    return "reject" if getattr(policy, key) == "zero" else "warn"
 
 
 def describe(name: str) -> str:

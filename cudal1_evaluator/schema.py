@@ -100,6 +100,10 @@ class RewardSpec:
 
     name: str = "clipped_speedup"
     params: dict[str, float] = field(default_factory=dict)
+    # what correct candidates with static outputs / a fallback earn (cudal1_evaluator.reward
+    # RewardPolicy: {"static_outputs": "zero"|"full", "fallback": "zero"|"full"}; missing
+    # keys take the defaults)
+    policy: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -128,6 +132,10 @@ class Job:
     profile: bool = True
     reward: RewardSpec = field(default_factory=RewardSpec)
     cuda_arch: str = ""  # TORCH_CUDA_ARCH_LIST for builds (from the probe); "" = torch detects
+    # the precision the timed runners start at, before the problem's own settings: "defaults"
+    # (PyTorch's: cuDNN TF32 on, matmul TF32 off) or "strict" (strict fp32); correctness is
+    # always judged against the strict fp32 reference
+    baseline: str = "defaults"
     version: int = JOB_VERSION
 
     def to_json(self) -> str:
@@ -195,6 +203,7 @@ class Result:
     reward: float = 0.0
     reward_formula: str = "clipped_speedup"
     reward_params: dict[str, float] = field(default_factory=dict)
+    reward_policy: dict[str, str] = field(default_factory=dict)  # the policy applied
     message: str = ""
     flags: list[Flag] = field(default_factory=list)
     trials: list[TrialReport] = field(default_factory=list)

@@ -23,9 +23,13 @@ SettingsChanged = dict[str, SettingChange]
 
 class PrecisionInfo(TypedDict, total=False):
     candidate: str  # fp32 | tf32 | fp16 | bf16 | mixed
-    reference: str  # fp32-strict | tf32 | autocast-fp16 | autocast-bf16
+    # baseline (earlier results: fp32-strict) | tf32 | autocast-fp16 | autocast-bf16
+    reference: str
     settings: SettingsChanged  # the precision flags the candidate changed
     autocast: str | None  # fp16 | bf16 | None
+    observed: list[str]  # reduced floating dtypes seen reaching the candidate's ops
+    source_hint: str  # fp16 | bf16 | fp16+bf16: what the source mentions (decides nothing)
+    baseline: str  # the timed reference's settings, e.g. "eager, PyTorch defaults: ..."
 
 
 class DtypeTolerance(TypedDict):

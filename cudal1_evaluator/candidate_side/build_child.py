@@ -17,7 +17,12 @@ from types import ModuleType
 
 import torch
 
-from cudal1_evaluator.candidate_side import integrity, lazy_builds, stable_sources
+from cudal1_evaluator.candidate_side import (
+    build_failures,
+    integrity,
+    lazy_builds,
+    stable_sources,
+)
 from cudal1_evaluator.common.harness import describe_exception, load_source
 from cudal1_evaluator.parent import build_cache as build
 from cudal1_evaluator.schema import BuildOutcome, Job
@@ -41,6 +46,7 @@ def run(job: Job) -> BuildOutcome:
         return BuildOutcome(ok=True, cached=True, message="already built")
     workdir = Path(tempfile.mkdtemp(prefix="eval-build-"))
     stable_sources.install(bdir.path)  # the worker will build from the same paths
+    failures = build_failures.install()  # builds the candidate's own code survives
     # the worker's guard, as during its build phase: the candidate's module-level code may
     # write only into its own build dir and the temp dir, and spawns no processes of its own
     guard = integrity.install_guards([str(bdir.path), str(workdir)])
@@ -62,7 +68,15 @@ def run(job: Job) -> BuildOutcome:
     bdir.mark_complete()
     elapsed = _since(started)
     return BuildOutcome(ok=True, compile_time_s=elapsed,
-                        message=f"built in {elapsed:.1f} s{note}")
+                        message=f"built in {elapsed:.1f} s{note}{_failed_note(failures)}")
+
+
+def _failed_note(failures: build_failures.BuildFailures) -> str:
+    """Builds that failed while the import went on (the candidate's own fallback): the
+    evaluation runs the module as it is and gives the verdict."""
+    if not failures.seen:
+        return ""
+    return f"; failed builds the candidate went on without: {'; '.join(failures.seen[:3])}"
 
 
 def _since(started: float) -> float:
@@ -83,6 +97,9 @@ def _build_lazy(job: Job, module: ModuleType, workdir: Path) -> str:
     evaluation to report (it constructs ModelNew again, on the device), and noted here."""
     calls = lazy_builds.build_calls_in_functions(module, job.candidate_source)
     notes = [f"; built ahead from methods: {', '.join(calls.built)}"] if calls.built else []
+    if calls.failed:
+        notes.append(f"; build(s) in methods failed ahead ({', '.join(calls.failed)}): left to "
+                     "the evaluation, which runs the module as it is")
     if calls.skipped:
         notes.append(f"; {calls.skipped} build call(s) with run-time arguments left to the "
                      "evaluation")

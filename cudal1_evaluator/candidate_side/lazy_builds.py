@@ -29,9 +29,11 @@ _UNKNOWN = object()
 
 @dataclass
 class LazyCalls:
-    """The build functions called ahead of time, and how many calls could not be."""
+    """The build functions called ahead of time, those whose build failed, and how many calls
+    could not be made."""
 
     built: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
     skipped: int = 0
 
 
@@ -43,7 +45,10 @@ def construct(module: ModuleType, problem: ModuleType) -> None:
 
 def build_calls_in_functions(module: ModuleType, source: str) -> LazyCalls:
     """Call every ``load_inline``/``load`` found in a function body whose arguments evaluate
-    statically against the module's globals; build errors propagate to the caller."""
+    statically against the module's globals. Building ahead is a cache warm-up, never a
+    verdict: a call that fails here may sit inside the candidate's own ``try/except`` (an
+    optional build with a fallback), so its failure is noted and the evaluation decides.
+    The guard's refusals (PermissionError) propagate."""
     outcome = LazyCalls()
     builders: dict[int, Callable[..., Any]] = {
         id(cpp_extension.load_inline): cpp_extension.load_inline,
@@ -62,8 +67,15 @@ def build_calls_in_functions(module: ModuleType, source: str) -> LazyCalls:
                 any(k.arg is None for k in call.keywords):
             outcome.skipped += 1
             continue
-        builder(*args, **kwargs)
-        outcome.built.append(str(kwargs.get("name", args[0] if args else "?")))
+        name = str(kwargs.get("name", args[0] if args else "?"))
+        try:
+            builder(*args, **kwargs)
+        except PermissionError:
+            raise
+        except Exception:
+            outcome.failed.append(name)
+            continue
+        outcome.built.append(name)
     return outcome
 
 

@@ -21,8 +21,15 @@ from typing import Any
 
 import torch
 
-from cudal1_evaluator.candidate_side import checks, integrity, stable_sources
+from cudal1_evaluator.candidate_side import (
+    build_failures,
+    checks,
+    dtype_watch,
+    integrity,
+    stable_sources,
+)
 from cudal1_evaluator.candidate_side.build_child import build_dir_of
+from cudal1_evaluator.candidate_side.dtype_watch import OBSERVED_KEY
 from cudal1_evaluator.common.compare import as_tensors, describe_tolerance
 from cudal1_evaluator.common.harness import Harness, SetupError, load_source
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job
@@ -48,6 +55,7 @@ from cudal1_evaluator.wire.talk_messages import (
 from cudal1_evaluator.wire.tensor_exchange import copyable, deliver_into, populate
 
 BLOCKED = "blocked by the evaluator"
+WATCHED_CALLS = (2, 3)  # correctness calls whose aten dtypes are watched
 
 
 class _Stop(Exception):
@@ -59,6 +67,11 @@ class Worker:
         self.job, self.ch, self.rep = job, channel, report
         self.build_path = ""
         self.guard: integrity.Guard | None = None
+        self.build_failures: build_failures.BuildFailures | None = None
+        self.cand_calls = 0  # correctness calls so far
+        self._seen: set[torch.dtype] = set()  # floating dtypes the watched calls computed in
+        self._watched, self._reduced = dtype_watch.watched, dtype_watch.reduced
+        self.out_spec: list[Any] = []
         self.init_seed: int | None = None  # from the parent: the referee builds Model with it
         self.timing_checked = False
         self.pool: list[tuple[list[Any], list[Any]]] = []  # the referee's buffers, per slot
@@ -77,7 +90,7 @@ class Worker:
     # -- setup -------------------------------------------------------------------------
     def setup(self) -> None:
         try:
-            self.h = Harness(self.job, init_seed=self.init_seed)
+            self.h = Harness(self.job, init_seed=self.init_seed, baseline=self.job.baseline)
             self.rep.device = envinfo.device_info(self.h.device)
             self.rep.versions = envinfo.versions()
             self.reference = self.h.reference_model()
@@ -92,6 +105,7 @@ class Worker:
         self.bdir = build_dir_of(self.job, self.h.device)
         self.build_path = str(self.bdir.path)
         stable_sources.install(self.bdir.path)  # the build stage's paths: its build is reused
+        self.build_failures = build_failures.install()  # builds its own code survives
         # writes only to this candidate's own build dir: never into another's cached build
         self.guard = integrity.install_guards([self.build_path, str(self.h.workdir)])
         # bound methods: patching the Guard class later does not reach these
@@ -158,8 +172,17 @@ class Worker:
         return self._guard_findings() if self.guard is not None else []
 
     def cand_call(self, args: list[Any]) -> Any:
+        """One correctness call; the second and third are watched for the floating dtypes
+        that reach aten ops (the first may autotune between methods)."""
         self.prepare["candidate"]()
-        return self.calls["candidate"](args)
+        self.cand_calls += 1
+        if self.cand_calls not in WATCHED_CALLS:
+            return self.calls["candidate"](args)
+        out = self._watched(lambda: self.calls["candidate"](args), self._seen)
+        narrow = self._reduced(self._seen, [str(o.get("dtype")) for o in self.out_spec])
+        if narrow:  # carried with the settings (the parent's precision parity reads it)
+            self.rep.settings_changed[OBSERVED_KEY] = {"before": None, "after": list(narrow)}
+        return out
 
     # -- serving the parent: trials and bursts on inputs the referee made -----------------
     def serve_parent(self, msg: WorkerInit) -> SettingsReply:
@@ -319,11 +342,17 @@ class Worker:
 
     # -- wrap-up (every path) ------------------------------------------------------------
     def failed(self, exc: BaseException) -> None:
-        """The candidate raised: a refusal by the guard is a verdict, anything else a crash."""
+        """The candidate raised: a refusal by the guard is a verdict, a build failure that
+        nothing handled (a lazy ``load_inline`` in ``forward``) a compile error, anything else
+        a crash."""
         if _blocked(exc):
             reasons = [f"{f.code}: {f.reason}" for f in self.guard_findings()
                        if f.severity == "reject"]
             self.rep.fail("blocked", "; ".join(dict.fromkeys(reasons)) or _describe(exc))
+        elif hasattr(self, "fn") and self.fn.looks_like_build_error(str(exc)):
+            self.rep.compile_log = self.fn.trim_compile_log(_describe(exc))
+            self.rep.fail("compile", f"a build in a call failed and nothing handled it: "
+                          f"{self.fn.headline(self.rep.compile_log) or type(exc).__name__}")
         else:
             self.rep.fail("runtime", _describe(exc))
 
@@ -334,8 +363,16 @@ class Worker:
         try:
             self.fn.restore_settings(self.settings0)
             self.rep.flags += self._guard_findings()
+            self._note_failed_builds()
         except BaseException as exc:
             self.rep.fail("runtime", _describe(exc))
+
+    def _note_failed_builds(self) -> None:
+        """Builds that failed while the candidate went on: a warning beside a verdict that
+        follows what ran (not when the failure itself ended the run: a compile error)."""
+        flag = self.build_failures.flag() if self.build_failures is not None else None
+        if flag is not None and self.rep.error_kind != "compile":
+            self.rep.add_flags([flag])
 
 
 CUDA_GRAPH_OVERWRITTEN = "CUDAGraphs that has been overwritten"

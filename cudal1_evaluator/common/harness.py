@@ -38,9 +38,37 @@ def strict_fp32() -> dict[str, bool | str]:
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
+    return _read_back()
+
+
+# PyTorch's own defaults for the precision switches (what the user's code runs under unless it
+# or the problem file changes them): cuDNN convolutions in TF32 on Ampere and later, matmuls in
+# full fp32.
+TORCH_DEFAULTS = {"cudnn.allow_tf32": True, "cuda.matmul.allow_tf32": False,
+                  "float32_matmul_precision": "highest"}
+BASELINES = ("defaults", "strict")  # Job.baseline
+
+
+def torch_defaults() -> dict[str, bool | str]:
+    """Put the precision switches at PyTorch's defaults (a warm child may have run under other
+    settings); the settings as read back."""
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    return _read_back()
+
+
+def _read_back() -> dict[str, bool | str]:
     return {"cudnn.allow_tf32": bool(torch.backends.cudnn.allow_tf32),
             "cuda.matmul.allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
             "float32_matmul_precision": torch.get_float32_matmul_precision()}
+
+
+def baseline_settings(baseline: str) -> dict[str, bool | str]:
+    """``strict``: strict fp32 (the referee's correctness reference); ``defaults``: PyTorch's
+    defaults, the baseline the user's own code runs at. The problem file, imported after,
+    may change either."""
+    return strict_fp32() if baseline == "strict" else torch_defaults()
 
 
 def inputs_within(context: DeviceContext, get_inputs: Callable[[], Any]) -> list[Any]:
@@ -106,11 +134,14 @@ def plan_of(job: Job) -> Plan:
 
 
 class Harness:
-    """The pristine side: problem module, seeded inputs, the reference model."""
+    """The pristine side: problem module, seeded inputs, the reference model. ``baseline``:
+    the precision switches before the problem is imported (``strict`` for the referee's
+    correctness reference, ``job.baseline`` for the runners that are timed)."""
 
-    def __init__(self, job: Job, init_seed: int | None = None) -> None:
+    def __init__(self, job: Job, init_seed: int | None = None,
+                 baseline: str = "strict") -> None:
         self.job = job
-        self.baseline_settings = strict_fp32()
+        self.baseline_settings = baseline_settings(baseline)
         self.device = open_device(job.device)
         self.clock = Clock(self.device)
         self.workdir = Path(tempfile.mkdtemp(prefix="eval-src-"))

@@ -85,11 +85,25 @@ def source(problem_source: str, matched: MatchedSettings | None = None,
     return "\n".join(parts) + "\n"
 
 
-def job(candidate_job: Job, matched: MatchedSettings | None = None) -> Job:
+def job(candidate_job: Job, matched: MatchedSettings | None = None,
+        baseline: str = "") -> Job:
     """The runner's job: the candidate's job with the reference as its candidate, no profile,
     no strict re-evaluation of its own; it builds nothing, so its (empty) build dir goes to
-    the default cache, not the user's."""
+    the default cache, not the user's. It starts at the job's baseline (PyTorch's defaults
+    unless the job says strict), as the candidate's runner does; ``baseline="strict"`` makes
+    the strict fp32 runner to time beside it."""
     return replace(candidate_job, candidate_source=source(candidate_job.problem_source, matched,
                                                           candidate_job.device),
                    profile=False, compare_torch_compile=False,
-                   build_dir=str(default_build_dir().absolute()))
+                   build_dir=str(default_build_dir().absolute()),
+                   baseline=baseline or candidate_job.baseline)
+
+
+def baseline_name(job: Job) -> str:
+    """The timed reference as the header names it."""
+    if job.baseline == "strict":
+        return "eager, strict fp32 (TF32 off for cuDNN and matmuls)"
+    if job.device.startswith("cuda"):
+        return ("eager, PyTorch defaults: cuDNN TF32 on, matmul TF32 off (and what the "
+                "problem file sets at import)")
+    return "eager, PyTorch defaults (and what the problem file sets at import)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from cudal1_evaluator.isolation.sandbox import Outcome
-from cudal1_evaluator.parent import diskcap
+from cudal1_evaluator.parent import diskcap, reference_runner
 from cudal1_evaluator.parent.conduct import Evidence
 from cudal1_evaluator.parent.timing_checks import (
     SLOWED_CAP,
@@ -21,7 +21,7 @@ from cudal1_evaluator.parent.timing_checks import (
     reference_means,
     reference_slowed,
 )
-from cudal1_evaluator.reward import noise_band, score
+from cudal1_evaluator.reward import RewardPolicy, noise_band, score, severity_under
 from cudal1_evaluator.schema import Flag, Job, Result, Status, TimingSummary
 from cudal1_evaluator.stats import summarize
 from cudal1_evaluator.verdict_details import DeviceInfo, ToleranceInfo
@@ -134,7 +134,33 @@ def _ok_message(result: Result, alone: bool) -> str:
     if result.speedup_strict is not None:
         text += (f"; against the strict fp32 reference {result.speedup_strict:.3g}x "
                  f"(the candidate computes in {result.precision.get('candidate')})")
+    if result.precision.get("baseline"):
+        text += f"; baseline: {result.precision['baseline']}"
+    if any(f.code in ("fallback_taken", "optional_build_failed") for f in result.flags):
+        text += "; its own kernel or build did not run: the fallback ran and was timed"
     return text
+
+
+def _rejected_message(result: Result, reasons: str) -> str:
+    """``1.87x, rejected: <reasons>`` when the candidate ran correctly and was timed: the
+    measured speedup is shown whatever the verdict (issue 22)."""
+    if result.correct and result.speedup is not None and math.isfinite(result.speedup):
+        return f"{result.speedup:.3g}x, rejected: {reasons}"
+    return reasons
+
+
+def _under_policy(flags: list[Flag], policy: RewardPolicy) -> list[Flag]:
+    """The reward policy decides the severity of the flags it governs (static outputs, a
+    fallback that ran): "zero" rejects, "full" warns."""
+    out = []
+    for flag in flags:
+        severity = severity_under(policy, flag.code)
+        if severity is not None and severity != flag.severity:
+            rejects = severity == "reject"
+            flag = Flag(flag.code, f"{flag.reason} [reward policy: {severity}]",
+                        "reject" if rejects else "warn")
+        out.append(flag)
+    return out
 
 
 def _runtime_message(report: WorkerReport | None, ev: Evidence, outcome: Outcome) -> str:
@@ -165,7 +191,8 @@ def _message(status: Status, report: WorkerReport | None, ev: Evidence, outcome:
     reasons = [f"{f.code}: {f.reason}" for f in result.flags if f.severity == "reject"]
     text = "; ".join(dict.fromkeys(reasons)) or (report.error if report is not None else "")
     blocked = report is not None and report.error_kind == "blocked"
-    return (f"blocked by the evaluator: {text}" if blocked else text)[:2000]
+    return (f"blocked by the evaluator: {text}" if blocked
+            else _rejected_message(result, text))[:2000]
 
 
 def _flags_of(outcome: Outcome, report: WorkerReport | None, ev: Evidence) -> list[Flag]:
@@ -182,6 +209,24 @@ def _flags_of(outcome: Outcome, report: WorkerReport | None, ev: Evidence) -> li
     return flags
 
 
+def _precision_flag(ev: Evidence, tolerance: ToleranceInfo) -> list[Flag]:
+    """A candidate computing below the baseline's precision: said, with the tolerance it
+    passed and the reference it is compared with."""
+    p = ev.precision
+    if not ev.matched or p.get("candidate", "fp32") == "fp32":  # e.g. cudnn.benchmark alone
+        return []
+    observed = ", ".join(p.get("observed") or []) or "none"
+    settings = ", ".join(sorted(p.get("settings") or {})) or "none"
+    fp32 = (tolerance.get("by_dtype") or {}).get("float32")
+    tol = f"{tolerance.get('preset', '?')} (fp32 {fp32['atol']:g})" if fp32 else \
+        str(tolerance.get("preset", "?"))
+    return [Flag("precision_lowered", f"the candidate computes in {p.get('candidate')} (settings "
+                 f"changed: {settings}; reduced dtypes seen: {observed}): its speedup is the "
+                 f"lower of the reference at that precision ({p.get('reference')}) and the "
+                 f"baseline; it passed the {tol} tolerance against the strict fp32 reference",
+                 "warn")]
+
+
 def _from_evidence(job: Job, outcome: Outcome, report: WorkerReport | None, ev: Evidence,
                    result: Result) -> None:
     info = ev.info
@@ -192,20 +237,28 @@ def _from_evidence(job: Job, outcome: Outcome, report: WorkerReport | None, ev: 
     result.settings_changed = ev.settings_changed
     result.precision = ev.precision.copy()
     result.precision.pop("autocast", None)
+    result.precision["baseline"] = reference_runner.baseline_name(job)
     if report is not None:
         result.profile = report.profile
         result.compile_time_s, result.build_cached = report.compile_time_s, report.build_cached
     output = stderr_lines(outcome.stdout_tail + "\n" + outcome.stderr_tail, 40)
     result.compile_log = (report.compile_log if report is not None else "") or output[-4000:]
-    flags = _flags_of(outcome, report, ev)
+    flags = _flags_of(outcome, report, ev) + _precision_flag(ev, result.tolerance)
     if ev.timed:
         result.timing = _timing(ev)
         flags += _timing_flags(result.timing)
-    result.flags = _one_each(flags)
+    result.flags = _under_policy(_one_each(flags), _policy(job))
     result.status, result.correct = _status(report, ev, result.flags)
-    if ev.timed:
+    if ev.timed:  # every timed candidate keeps its measured speedup, rejected ones too
         _speedups(ev, result)
     result.message = _message(result.status, report, ev, outcome, result)
+
+
+def _policy(job: Job) -> RewardPolicy:
+    try:
+        return RewardPolicy.parse(job.reward.policy)
+    except ValueError:  # check_job refused it before any evaluation; the defaults otherwise
+        return RewardPolicy()
 
 
 def _one_each(flags: list[Flag]) -> list[Flag]:
@@ -234,6 +287,7 @@ def decide(job: Job, outcome: Outcome, report: WorkerReport | None,
                                  f"timing noise (±{noise:.1%}): scored as 1x", "info"))
     result.reward = rewarded.reward if math.isfinite(rewarded.reward) else 0.0
     result.reward_formula, result.reward_params = rewarded.formula, rewarded.params
+    result.reward_policy = _policy(job).as_dict()
     return result
 
 

@@ -39,7 +39,7 @@ def run(job: Job, channel: WorkerChannel) -> WorkerReport:
     report = WorkerReport(phase="setup")
     started = time.monotonic()
     try:
-        h = Harness(job)
+        h = Harness(job, baseline=job.baseline)
         report.device = envinfo.device_info(h.device)
         report.versions = envinfo.versions()
         model = h.reference_model()

@@ -53,6 +53,7 @@ def finish(draft: Draft, result: Result, *, session_id: str, problem_name: str) 
         reward=result.reward,
         reward_formula=result.reward_formula,
         status=result.status,
-        speedup=result.speedup if result.status == "ok" else None,
+        # every candidate that ran correctly keeps its measured speedup, rejected ones too
+        speedup=result.speedup if result.status == "ok" or result.correct else None,
         finished_at=now_iso(),
     )

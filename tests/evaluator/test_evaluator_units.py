@@ -6,6 +6,7 @@ import math
 import os
 from pathlib import Path
 
+import pytest
 import torch
 
 from cudal1_evaluator.common.compare import compare_outputs, same_inputs
@@ -253,3 +254,26 @@ def test_an_output_on_the_wrong_device_is_named_not_copied() -> None:
         "the candidate returns a tensor on cpu; the reference's output is on cuda")
     metas[0]["items"][0]["device"] = "cuda:0"  # type: ignore[index]
     assert output_message(metas, info) == ""  # type: ignore[arg-type]
+
+
+def test_the_reward_policy_parses_with_safe_defaults() -> None:
+    from cudal1_evaluator.reward import RewardPolicy, severity_under
+
+    assert RewardPolicy.parse(None) == RewardPolicy("zero", "full")
+    assert RewardPolicy.parse({"fallback": "zero"}).as_dict() == {
+        "static_outputs": "zero", "fallback": "zero"}
+    with pytest.raises(ValueError, match="known: fallback, static_outputs"):
+        RewardPolicy.parse({"graphs": "zero"})
+    default = RewardPolicy()
+    assert severity_under(default, "output_buffer_reused") == "reject"
+    assert severity_under(default, "fallback_taken") == "warn"
+    assert severity_under(default, "optional_build_failed") == "warn"
+    assert severity_under(default, "input_mutation") is None
+
+
+def test_a_job_keeps_its_reward_policy_through_json() -> None:
+    job = Job("p", "c", reward=RewardSpec("binary", {}, {"static_outputs": "full"}))
+    again = Job.from_json(job.to_json())
+    assert again.reward.policy == {"static_outputs": "full"}
+    result = Result.from_json(Result("ok", reward_policy={"fallback": "zero"}).to_json())
+    assert result.reward_policy == {"fallback": "zero"}

@@ -18,6 +18,7 @@ from evaluator_cases import (
 
 from cudal1_evaluator.launch import evaluate
 from cudal1_evaluator.parent import pristine_cache
+from cudal1_evaluator.schema import RewardSpec
 
 HONEST_BODY = "        return torch.relu(self.fc(x))"
 
@@ -168,22 +169,44 @@ def test_input_mutation_is_flagged_and_rejected() -> None:
     assert "input_mutation" in codes(result)
 
 
-def test_an_output_freed_by_the_next_call_is_a_warning_with_its_speedup() -> None:
+FREEING = linear_candidate(
+    "        out = torch.relu(self.fc(x))\n"
+    "        if getattr(self, 'last', None) is not None:\n"
+    "            self.last.untyped_storage().resize_(0)\n"
+    "        self.last = out\n"
+    "        return out")
+
+
+def test_an_output_freed_by_the_next_call_is_rejected_with_its_speedup() -> None:
     """CUDA graph trees (torch.compile's reduce-overhead) free a held output's memory at the
     next replay; here the candidate shrinks the last output's storage on each call. Every
-    output was copied out and checked before the next call, so the speedup stands; the user
-    is told that the module's results do not survive its next call."""
-    freeing = linear_candidate(
-        "        out = torch.relu(self.fc(x))\n"
-        "        if getattr(self, 'last', None) is not None:\n"
-        "            self.last.untyped_storage().resize_(0)\n"
-        "        self.last = out\n"
-        "        return out")
-    result = evaluate(job(LINEAR_PROBLEM, freeing))
+    output was copied out and checked before the next call, so the measured speedup stands
+    and is shown; under the default reward policy (static_outputs: zero) it earns nothing,
+    because a caller holding two results gets garbage."""
+    result = evaluate(job(LINEAR_PROBLEM, FREEING))
+    assert result.status == "rejected" and result.correct, result.message
+    flag = next(f for f in result.flags if f.code == "output_buffer_reused")
+    assert flag.severity == "reject" and "clone the output" in flag.reason
+    assert result.speedup is not None and result.speedup > 0
+    assert result.message.startswith(f"{result.speedup:.3g}x, rejected: output_buffer_reused")
+    assert result.reward == 0.0
+    assert result.reward_policy == {"static_outputs": "zero", "fallback": "full"}
+
+
+def test_the_reward_policy_can_pay_static_outputs_in_full() -> None:
+    paid = job(LINEAR_PROBLEM, FREEING,
+               reward=RewardSpec(policy={"static_outputs": "full"}))
+    result = evaluate(paid)
     assert result.status == "ok", result.message
     flag = next(f for f in result.flags if f.code == "output_buffer_reused")
-    assert flag.severity == "warn" and "clone the output" in flag.reason
-    assert result.speedup is not None
+    assert flag.severity == "warn" and result.speedup is not None
+    assert result.reward_policy["static_outputs"] == "full"
+
+
+def test_an_unknown_reward_policy_is_the_callers_mistake() -> None:
+    with pytest.raises(ValueError, match="static_outputs"):
+        evaluate(job(LINEAR_PROBLEM, FREEING,
+                     reward=RewardSpec(policy={"static_outputs": "half"})))
 
 
 def test_every_candidate_call_runs_without_autograd() -> None:

@@ -27,6 +27,9 @@ STYLES = {  # the shapes real model output takes (issue #11), each at least once
     "call_counter", "warmup_branch", "inplace_input", "inplace_intermediate", "own_get_inputs",
     "channels_last", "torch_compile", "torch_jit_script", "triton", "plain_pytorch",
     "algebraic",
+    # issue 22: released model output
+    "optional_build", "prints_in_fallback", "first_call_autotune", "precision_branch_unused",
+    "microsecond", "conv_default_tf32", "import_settings",
 }
 
 

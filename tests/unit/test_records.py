@@ -97,3 +97,13 @@ def test_traces_written_by_earlier_versions_load_without_warnings() -> None:
         for record in contents.candidates:
             assert isinstance(record.result, Result)
             assert CandidateRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+
+
+def test_a_rejected_record_that_ran_correctly_keeps_its_speedup() -> None:
+    """Issue 22: "1.87x, rejected: returns a CUDA graph's static output buffer"."""
+    draft = Draft(1, 0, "model", code="x = 1\n")
+    rejected = Result(status="rejected", correct=True, speedup=1.87,
+                      flags=[Flag("output_buffer_reused", "static output")])
+    assert finish(draft, rejected, session_id="s", problem_name="p").speedup == 1.87
+    wrong = Result(status="incorrect", correct=False, speedup=3.0)
+    assert finish(draft, wrong, session_id="s", problem_name="p").speedup is None

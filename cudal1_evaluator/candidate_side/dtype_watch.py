@@ -1,0 +1,59 @@
+"""Which floating dtypes the candidate's calls actually compute in (precision from what runs).
+
+The precision a candidate is compared at used to come from its source text: ``A.half`` in a
+branch that never runs (a first-call benchmark between an fp16 and an fp32 path that keeps
+fp32) made the matched reference run under fp16 autocast, and an fp32 kernel as fast as the
+reference read 0.25x. Instead, the worker watches the aten ops of correctness calls after the
+first (a first call may autotune between methods) and reports the floating dtypes narrower
+than the reference's outputs that reached an op.
+
+It runs in the candidate's process: what it reports can only add a matched reference (the
+headline is the lower of the matched and baseline speedups), never raise a speedup. Ops that
+bypass the dispatcher (a custom CUDA kernel, Triton) are not seen: their precision is judged by
+the tolerance alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+# the pseudo-setting in ``settings_changed`` that carries the observation to the parent
+OBSERVED_KEY = "observed.reduced_float_dtypes"
+
+
+class _Watch(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    def __init__(self, seen: set[torch.dtype]) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.seen = seen
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for value in tree_flatten((args, kwargs, out))[0]:
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                self.seen.add(value.dtype)
+        return out
+
+
+def watched(call: Callable[[], Any], seen: set[torch.dtype]) -> Any:
+    """``call()`` with the floating dtypes of every aten op's tensors added to ``seen``."""
+    with _Watch(seen):
+        return call()
+
+
+def reduced(seen: set[torch.dtype], reference: list[str]) -> list[str]:
+    """The dtypes in ``seen`` narrower than every floating dtype of the reference's outputs
+    (``reference``: dtype names, e.g. ``["float32"]``), sorted by name."""
+    widths = [_width(name) for name in reference]
+    floor = min((w for w in widths if w), default=4)
+    return sorted(str(d).removeprefix("torch.") for d in seen if d.itemsize < floor)
+
+
+def _width(name: str) -> int:
+    dtype = getattr(torch, name, None)
+    return dtype.itemsize if isinstance(dtype, torch.dtype) and dtype.is_floating_point else 0

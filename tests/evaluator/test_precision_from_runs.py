@@ -1,0 +1,87 @@
+"""Precision from what runs (issue 22), never from source text: a half-precision branch that
+never runs leaves the candidate at the baseline's precision (no matched reference, no 0.25x);
+reduced dtypes that do reach its ops get the matched reference and a flag."""
+
+from __future__ import annotations
+
+import torch
+from evaluator_cases import LINEAR_PROBLEM, job
+
+from cudal1_evaluator.candidate_side import dtype_watch
+from cudal1_evaluator.launch import evaluate
+from cudal1_evaluator.parent import precision
+
+HEADER = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.fc = nn.Linear(d_in, d_out)
+        self.use_half = None
+'''
+
+# benchmarks a bf16 path on its first call, then keeps the fp32 one for good
+AUTOTUNE_KEEPS_FP32 = HEADER + '''
+    def forward(self, x):
+        if self.use_half is None:
+            w, b = self.fc.weight, self.fc.bias
+            half = torch.relu(x.bfloat16() @ w.bfloat16().t() + b.bfloat16()).float()
+            del half  # "too slow on this device": keep fp32
+            self.use_half = False
+        if self.use_half:
+            return torch.relu(self.fc(x.half()).float())
+        return torch.relu(self.fc(x))
+'''
+
+ALWAYS_BF16 = HEADER + '''
+    def forward(self, x):
+        w, b = self.fc.weight.bfloat16(), self.fc.bias.bfloat16()
+        return torch.relu(x.bfloat16() @ w.t() + b).float()
+'''
+
+
+def test_a_half_type_in_the_text_alone_decides_nothing() -> None:
+    info = precision.classify({}, "if False:\n    A = A.half()\n")
+    assert info["candidate"] == "fp32" and info["reference"] == precision.BASELINE
+    assert info["source_hint"] == "fp16" and not precision.matched_differs(info)
+
+
+def test_reduced_dtypes_seen_at_run_time_get_a_matched_reference() -> None:
+    seen = {precision.OBSERVED_KEY: {"before": None, "after": ["bfloat16"]}}
+    info = precision.classify(seen, "")  # type: ignore[arg-type]
+    assert info["candidate"] == "bf16" and info["reference"] == "autocast-bf16"
+    assert info["autocast"] == "bf16" and precision.matched_differs(info)
+
+
+def test_the_watch_sees_dtypes_that_reach_ops_only() -> None:
+    assert dtype_watch.OBSERVED_KEY == precision.OBSERVED_KEY
+    seen: set[torch.dtype] = set()
+    x = torch.randn(4, 4)
+    dtype_watch.watched(lambda: (x.bfloat16() * 2).float() if False else x * 2, seen)
+    assert dtype_watch.reduced(seen, ["float32"]) == []
+    dtype_watch.watched(lambda: (x.bfloat16() * 2).float(), seen)
+    assert dtype_watch.reduced(seen, ["float32"]) == ["bfloat16"]
+    assert dtype_watch.reduced(seen, ["bfloat16"]) == []  # not narrower than the problem's
+
+
+def test_a_first_call_benchmark_of_a_half_path_keeps_the_baseline() -> None:
+    result = evaluate(job(LINEAR_PROBLEM, AUTOTUNE_KEEPS_FP32))
+    assert result.status == "ok", result.message
+    assert result.precision["candidate"] == "fp32"
+    assert result.precision["reference"] == precision.BASELINE
+    assert result.precision.get("source_hint") == "fp16+bf16"
+    assert "reference_matched" not in result.timing and result.speedup_strict is None
+    assert "precision_lowered" not in {f.code for f in result.flags}
+
+
+def test_bf16_math_on_every_call_is_compared_at_its_precision_and_flagged() -> None:
+    result = evaluate(job(LINEAR_PROBLEM, ALWAYS_BF16, tolerance="relaxed"))
+    assert result.status == "ok", result.message
+    assert result.precision["candidate"] == "bf16"
+    assert result.precision["reference"] == "autocast-bf16"
+    assert result.timing["reference_matched"].n > 0 and result.speedup_strict is not None
+    flag = next(f for f in result.flags if f.code == "precision_lowered")
+    assert flag.severity == "warn" and "relaxed (fp32 0.01)" in flag.reason
