@@ -116,7 +116,7 @@ def make_job(pair: Pair, problem_source: str, args: argparse.Namespace, arch: st
                device=args.device, job_id=pair.name, problem_name=pair.problem.stem,
                correctness_trials=3, timing_budget_s=args.budget, warmup=2, min_samples=10,
                max_samples=100, stable_rel_ci=0.02, timeout_s=args.timeout,
-               build_dir=str(args.build_root), cuda_arch=arch)
+               build_dir=str(args.build_root), cuda_arch=arch, baseline=args.baseline)
 
 
 NATIVE_BUILD = re.compile(r"load_inline|cpp_extension|\bload\(")
@@ -204,7 +204,8 @@ def independent(pair: Pair, problem_file: Path, args: argparse.Namespace, arch: 
         env["TORCHINDUCTOR_CACHE_DIR"] = str(keyed / "inductor")
     out = args.build_root / f"{pair.name}.independent.json"
     argv = [str(problem_file), str(pair.candidate), "--device", args.device,
-            "--budget-ms", str(int(args.budget * 100)), "--out", str(out)]
+            "--budget-ms", str(int(args.budget * 100)), "--out", str(out),
+            "--baseline", args.baseline]
     proc = harness.take()
     try:
         stdout, stderr = proc.communicate(json.dumps({"argv": argv, "env": env}) + "\n",
@@ -276,13 +277,18 @@ def fmt(x: float | None) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| pair | expected | ours | independent | our x | indep x | ratio | gate |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| pair | expected | ours | independent | our x | indep x | ratio | "
+             "indep x, strict fp32 reference | ours ms (ref / cand) | indep ms | gate |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         gate = r["gate"]["verdict"] if r["gate"] else "-"
-        lines.append(f"| {r['name']} | {r['expected'] or '-'} | {r['ours']['status']} | "
-                     f"{r['independent'].get('status')} | {fmt(r['ours']['speedup'])} | "
-                     f"{fmt(r['independent'].get('speedup'))} | {fmt(r['ratio'])} | {gate} |")
+        ours, theirs = r["ours"], r["independent"]
+        lines.append(f"| {r['name']} | {r['expected'] or '-'} | {ours['status']} | "
+                     f"{theirs.get('status')} | {fmt(ours['speedup'])} | "
+                     f"{fmt(theirs.get('speedup'))} | {fmt(r['ratio'])} | "
+                     f"{fmt(theirs.get('strict_speedup'))} | {fmt(ours.get('reference_ms'))} / "
+                     f"{fmt(ours.get('candidate_ms'))} | {fmt(theirs.get('reference_ms'))} / "
+                     f"{fmt(theirs.get('candidate_ms'))} | {gate} |")
     return "\n".join(lines)
 
 
@@ -303,6 +309,9 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=[], help="name substrings to keep")
     parser.add_argument("--skip", nargs="*", default=[], help="name substrings to drop")
     parser.add_argument("--budget", type=float, default=1.0, help="timing budget per side, s")
+    parser.add_argument("--baseline", choices=["defaults", "strict"], default="defaults",
+                        help="the reference's precision in both harnesses (PyTorch's defaults: "
+                             "cuDNN TF32 on; or strict fp32)")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="per evaluation, s (each harness, after the build stage)")
     parser.add_argument("--build-timeout", type=float, default=600.0,

@@ -46,6 +46,7 @@ class ToleranceInfo(TypedDict, total=False):
     nan_inf: str
     judged_against: str
     baseline_settings: dict[str, bool | str]  # the referee's strict fp32 switches
+    baseline_floor: float  # tol at least: twice the timed baseline's own distance from strict
 
 
 class DeviceInfo(TypedDict, total=False):

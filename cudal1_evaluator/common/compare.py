@@ -63,7 +63,8 @@ def _finite(x: float) -> float:
     return min(x, _FLOAT_MAX) if x == x else _FLOAT_MAX
 
 
-def _compare_one(exp: torch.Tensor, got: torch.Tensor, preset: str, idx: int) -> Comparison:
+def _compare_one(exp: torch.Tensor, got: torch.Tensor, preset: str, idx: int,
+                 floor: float = 0.0) -> Comparison:
     where = f"output {idx}"
     if type(got) is not torch.Tensor:
         return Comparison(False, message=f"{where} is a {type(got).__name__}, not a torch.Tensor")
@@ -76,6 +77,7 @@ def _compare_one(exp: torch.Tensor, got: torch.Tensor, preset: str, idx: int) ->
     if exp.numel() == 0:
         return Comparison(True)
     tol = tolerance_for(preset, exp.dtype)
+    tol = max(tol, floor) if tol else tol
     # float32 arithmetic for float32 and narrower (its rounding, ~6e-8 relative, is far
     # below any tolerance): half the memory traffic of float64 on large outputs
     wide = torch.float64 if exp.dtype == torch.float64 else torch.float32
@@ -115,7 +117,9 @@ def dtype_message(where: str, got: torch.dtype, expected: torch.dtype) -> str:
             f"returns {dtype_name(expected)}")
 
 
-def compare_outputs(expected: Any, got: Any, preset: str) -> Comparison:
+def compare_outputs(expected: Any, got: Any, preset: str, floor: float = 0.0) -> Comparison:
+    """``got`` against ``expected`` under the preset; ``floor``: the tolerance at least (for
+    floating outputs: what the baseline itself differs from strict fp32 by)."""
     exp, cand = as_tensors(expected), as_tensors(got)
     if exp is None:
         return Comparison(False, message="the reference output is not a tensor or tuple of them")
@@ -125,7 +129,7 @@ def compare_outputs(expected: Any, got: Any, preset: str) -> Comparison:
         return Comparison(False, message=f"{len(cand)} outputs, expected {len(exp)}")
     worst = Comparison(True)
     for idx, (e, g) in enumerate(zip(exp, cand, strict=True)):
-        one = _compare_one(e, g, preset, idx)
+        one = _compare_one(e, g, preset, idx, floor)
         if not one.ok:
             return one
         worst = Comparison(True, max(worst.max_abs_err, one.max_abs_err),
@@ -175,3 +179,20 @@ def poison(device: torch.device, like: Any = None) -> None:
     for t in shaped or []:
         buffers.append(torch.full_like(t, _fill_value(t.dtype), device=device))
     del buffers
+
+
+def needed_tolerance(expected: Any, got: Any) -> float:
+    """The smallest tol under which ``got`` passes against ``expected`` (the rule above, over
+    the finite floating values; 0 when nothing is floating)."""
+    worst = 0.0
+    for e, g in zip(as_tensors(expected) or [], as_tensors(got) or [], strict=False):
+        if not e.dtype.is_floating_point or e.shape != g.shape or e.numel() == 0:
+            continue
+        e64, g64 = e.detach().double(), g.detach().double()
+        keep = torch.isfinite(e64) & torch.isfinite(g64)
+        e64, g64 = e64[keep], g64[keep]
+        if e64.numel() == 0:
+            continue
+        bound = e64.abs().max() + e64.abs()
+        worst = max(worst, float(((e64 - g64).abs() / bound.clamp_min(1e-30)).max()))
+    return worst

@@ -27,9 +27,16 @@ from cudal1_evaluator.common.compare import (
     clone_inputs,
     compare_outputs,
     describe_tolerance,
+    needed_tolerance,
     same_inputs,
 )
-from cudal1_evaluator.common.harness import Harness, SetupError, describe_exception
+from cudal1_evaluator.common.harness import (
+    Harness,
+    SetupError,
+    baseline_settings,
+    describe_exception,
+    strict_fp32,
+)
 from cudal1_evaluator.schema import Job
 from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.trusted.sealing import Placer, WindowSeal, sampled_calls
@@ -130,14 +137,31 @@ class Referee:
             raise SetupError("the reference returns neither a tensor nor a tuple of tensors")
         self.single = isinstance(out, torch.Tensor)
         self.templates = [t.detach() for t in tensors]
+        self.floor = self._baseline_floor(out)
         tolerance = describe_tolerance(self.job.tolerance)
         tolerance["baseline_settings"] = self.h.baseline_settings
+        if self.floor:
+            tolerance["baseline_floor"] = self.floor
         return {"device": envinfo.device_info(self.h.device), "versions": envinfo.versions(),
                 "tolerance": tolerance,
                 "outputs": [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
                             for t in self.templates],
                 "set_bytes": _nbytes(self.probe) + _nbytes(self.templates),
                 "free_bytes": envinfo.free_memory(self.h.device)}
+
+    def _baseline_floor(self, strict_out: Any) -> float:
+        """The timed baseline (PyTorch's defaults: cuDNN convolutions in TF32) is itself this
+        far from strict fp32: twice that is the tolerance at least, so the reference's own
+        code at the baseline passes. 0 when the baseline is strict fp32 or matches it."""
+        if self.job.baseline == "strict" or self.h.device.type != "cuda":
+            return 0.0
+        baseline_settings(self.job.baseline)
+        try:
+            with torch.no_grad():
+                out = self.model(*clone_inputs(self.probe))
+        finally:
+            strict_fp32()
+        return 2.0 * needed_tolerance(strict_out, out)
 
     def pool(self, msg: PoolRequest) -> PoolSlots:
         """A runner's buffers (made again at another size), described for it to open once."""
@@ -250,7 +274,7 @@ class Referee:
             return {"ok": not late, "abs": 0.0, "rel": 0.0, "mutated": mutated, "reused": True,
                     "late": late, "message": "its output memory holds a later call's output"}
         got: Any = outputs[0] if self.single else list(outputs)
-        result = compare_outputs(made.expected, got, self.job.tolerance)
+        result = compare_outputs(made.expected, got, self.job.tolerance, self.floor)
         message = LATE_MESSAGE if late else result.message
         return {"ok": result.ok and not late, "abs": result.max_abs_err,
                 "rel": result.max_rel_err, "message": message, "mutated": mutated,
