@@ -19,6 +19,7 @@ from cudal1_evaluator.schema import Job
 
 steps: list[tuple[str, str, float]] = []
 seals: list[dict[str, Any]] = []
+loops: dict[str, list[tuple[int, dict[str, float]]]] = {}
 
 
 def _timed(name: str, method: Any) -> Any:
@@ -28,6 +29,9 @@ def _timed(name: str, method: Any) -> Any:
             reply = method(self, *args, **kwargs)
             if name == "referee" and isinstance(reply, dict) and "in_place" in reply:
                 seals.append(reply)
+            if name == "runner" and isinstance(reply, dict) and "loop_ms" in reply:
+                loops.setdefault(str(args[0]), []).append(
+                    (len(reply.get("where") or []), reply["loop_ms"]))
             return reply
         finally:
             op = f"{args[0]}:" if name == "runner" and args else ""
@@ -55,6 +59,10 @@ def main() -> None:
     if seals:
         print("last seals (outputs read in place / copied / driver error):",
               [(r.get("in_place"), r.get("copied"), r.get("map_error")) for r in seals[-3:]])
+    for side, items in loops.items():
+        for calls, spent in items[-3:]:
+            per = {k: round(v / max(calls, 1), 4) for k, v in spent.items()}
+            print(f"runner {side}: {calls} calls, the runner's own ms per call {per}")
     for side, summary in result.timing.items():
         samples = [round(x, 3) for x in summary.samples_ms]
         print(side, summary.n, round(summary.median_ms, 4), samples)

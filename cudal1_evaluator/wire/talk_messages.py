@@ -221,6 +221,7 @@ class Delivered(TypedDict):
 
     handles: list[str]
     where: list[list[list[int] | None]]
+    loop_ms: dict[str, float]  # the runner's own account of its loop (diagnostics only)
 
 
 class JudgedOutputs(TypedDict):
