@@ -54,9 +54,9 @@ MIN_CALLS = 4  # calls per window at least
 MAX_CALLS = 1024
 MIN_BURSTS = 6  # windows per side before the loop may stop on a stable median
 ALONE_BURSTS = 3  # the reference alone, before the candidate is imported
-WINDOW_TARGET_MS = 20.0  # work per window at least
+WINDOW_TARGET_MS = 40.0  # work per window at least
 HANDOFF_SHARE = 0.1  # the fixed hand-off of a window against its work, at most
-WINDOW_BYTES = {"cuda": 1 << 30, "cuda_most": 16 << 30, "cpu": 256 << 20}  # a window's sets
+WINDOW_BYTES = {"cuda": 1 << 30, "cpu": 128 << 20}  # a window's sets at least (cuda), at most
 EMPTY_WINDOWS = 4  # the reference's empty windows at the start (the first one discarded)
 IDLE_FLOOR_MS, IDLE_FACTOR = 0.5, 10.0  # a busy GPU: our tiny kernel this much slower
 RUNNER = {"reference": 0, "candidate": 1, "matched": 2}  # the referee's pool of each runner
@@ -126,15 +126,17 @@ def calls_for(per_call_ms: float, handoff_ms: float, set_bytes: int, info: Refer
     ``HANDOFF_SHARE`` of it, within the memory a window's fresh sets may take."""
     per_call = max(per_call_ms, 1e-3)
     wanted = max(WINDOW_TARGET_MS / per_call, handoff_ms / HANDOFF_SHARE / per_call)
-    by_memory = window_bytes(device, int(info.get("free_bytes") or 0)) // max(1, 2 * set_bytes)
+    by_memory = window_bytes(device, int(info.get("free_bytes") or 0)) // max(1, set_bytes)
     return max(MIN_CALLS, min(MAX_CALLS, math.ceil(wanted), by_memory))
 
 
 def window_bytes(device: str, free: int) -> int:
-    """What one window's fresh sets (inputs and outputs, each twice) may take."""
+    """What one window's fresh sets may take, counted once (the referee keeps each set and its
+    reference output, fills a slot with it, and each runner holds its outputs: about six
+    times that in all): a sixth of the free device memory, at least 1 GiB."""
     if not device.startswith("cuda"):
         return WINDOW_BYTES["cpu"]
-    return max(WINDOW_BYTES["cuda"], min(WINDOW_BYTES["cuda_most"], free // 8))
+    return max(WINDOW_BYTES["cuda"], free // 6)
 
 
 class Conductor:

@@ -128,6 +128,7 @@ class Referee:
     def init(self, msg: RefereeInit) -> RefereeInfo:
         self.h = Harness(self.job, init_seed=int(msg["init_seed"]))
         self.placer = Placer(self.h.device)
+        self._own = torch.zeros(1 << 16, device=self.h.device)  # an empty window's seal reads it
         self.model = self.h.reference_model()
         self.probe = self.h.make_inputs(int(msg["probe_seed"]))
         with torch.no_grad():
@@ -233,7 +234,10 @@ class Referee:
         ids = self.filled.get(runner, [])
         window = WindowSeal(runner, ids, pool.outputs,
                             self.placer.segments(runner, msg.get("handles")), msg.get("where"))
-        window.probe(self.placer, sampled_calls(len(ids), self.rng), self.gen)
+        if ids:
+            window.probe(self.placer, sampled_calls(len(ids), self.rng), self.gen)
+        else:
+            window.probe_nothing(self._own, self.gen)
         self.h.clock.sync()
         self.windows[runner] = window
         self.filled[runner] = []
