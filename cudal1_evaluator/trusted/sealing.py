@@ -26,6 +26,7 @@ import torch
 from cudal1_evaluator.wire.cuda_ipc import HANDLE_BYTES, Mapper, view_at
 
 SAMPLES = 256  # bytes read per output at the seal, at places the runner cannot predict
+MAX_HANDLES = 8192  # allocations one window may name (1024 calls, small outputs two a segment)
 SAMPLED_CALLS = 2  # calls of a window whose outputs the seal reads, besides the last
 Key = tuple[object, ...]
 
@@ -138,7 +139,7 @@ class Placer:
         if self.mapper is None or not isinstance(handles, list):
             return []
         found: list[tuple[bytes, torch.Tensor] | None] = []
-        for text in handles[:256]:
+        for text in handles[:MAX_HANDLES]:
             handle = _handle(text)
             owner = self.owners.setdefault(handle, runner) if handle else None
             segment = self.mapper.segment(handle) if handle and owner == runner else None

@@ -21,7 +21,7 @@ import torch
 
 HANDLE_BYTES = 64
 _LAZY_PEER_ACCESS = 1  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
-MAX_OPEN = 64  # allocations a referee keeps mapped per runner (oldest closed first)
+MAX_OPEN = 8192  # allocations a referee keeps mapped (oldest closed first, never a live one)
 
 
 class _Handle(ctypes.Structure):
