@@ -293,6 +293,7 @@ class Worker:
         index: dict[bytes, int] = {}
         where: list[list[list[int] | None]] = []
         call = self.calls["candidate"]
+        copy = bool(msg.get("copy"))  # every output into the referee's buffer (static outputs)
         self.prepare["candidate"]()
         clock = time.perf_counter
         spent = {"call": 0.0, "hand_over": 0.0}
@@ -301,7 +302,7 @@ class Worker:
                 t0 = clock()
                 out = call(inputs)
                 t1 = clock()
-                where.append(self._hand_over(out, buffers, held, table, index))
+                where.append(self._hand_over(out, buffers, held, table, index, copy))
                 spent["call"] += t1 - t0
                 spent["hand_over"] += clock() - t1
             if not msg["values"]:  # an empty window (the reference runner's): the launch
@@ -320,7 +321,7 @@ class Worker:
             self._one.add_(1)
 
     def _hand_over(self, out: Any, buffers: list[Any], held: list[Any], table: list[str],
-                   index: dict[bytes, int]) -> list[list[int] | None]:
+                   index: dict[bytes, int], copy: bool) -> list[list[int] | None]:
         """Hold one call's output; per output, where it lies (read in place), else None after
         copying it into the referee's buffer."""
         held.append(out)
@@ -329,7 +330,8 @@ class Worker:
             return [None] * len(buffers)
         where: list[list[int] | None] = []
         for buf, t in zip(buffers, items, strict=True):
-            found = self.exporter.locate(t, table, index) if copyable(t, buf) else None
+            found = self.exporter.locate(t, table, index) if copyable(t, buf) and not copy \
+                else None
             if found is None and copyable(t, buf):
                 self._into(buf, t)
             where.append(found)

@@ -103,3 +103,45 @@ def kill(outer: int) -> None:
     if init is not None:
         with contextlib.suppress(OSError):
             os.kill(init, signal.SIGKILL)
+
+
+def descendants(init: int) -> list[int]:
+    """Host pids below ``init`` (every process of its namespace but itself: orphans are
+    re-parented to it), through the ``children`` files: no scan of ``/proc``."""
+    found: list[int] = []
+    frontier = [init]
+    while frontier:
+        pid = frontier.pop()
+        for task in _tasks(pid):
+            try:
+                kids = Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+            except OSError:
+                continue
+            for kid in kids:
+                if kid.isdigit() and int(kid) not in found:
+                    found.append(int(kid))
+                    frontier.append(int(kid))
+    return found
+
+
+def _tasks(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+
+
+def cpu_ns(pids: list[int]) -> tuple[int, bool]:
+    """The CPU time (ns, from ``schedstat``) every thread of ``pids`` has run, and whether
+    every one is stopped (or gone) now."""
+    total, stopped = 0, True
+    for pid in pids:
+        for task in _tasks(pid):
+            base = f"/proc/{pid}/task/{task}"
+            try:
+                total += int(Path(f"{base}/schedstat").read_text().split()[0])
+                state = Path(f"{base}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError, ValueError):
+                continue
+            stopped = stopped and state in (b"T", b"t", b"Z", b"X")
+    return total, stopped

@@ -256,6 +256,13 @@ class Child:
         """Host pids of every process in the child's PID namespace (empty without one)."""
         return pidtree.members(self.proc.pid)
 
+    def cpu_ns(self) -> tuple[int, bool]:
+        """CPU time every process the child started has run (ns; the namespace's init, which
+        only obeys the parent, left out), and whether all of them are stopped now."""
+        init = pidtree.namespace_init(self.proc.pid)
+        pids = pidtree.descendants(init) if init is not None else self.members()
+        return pidtree.cpu_ns(pids or [self.proc.pid])
+
     def signal_all(self, sig: int) -> None:
         """``sig`` to every process the child started, ``setsid`` escapees included: through
         its namespace's init (atomic, no fork slips past), else by a scan of its namespace,

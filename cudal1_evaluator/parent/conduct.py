@@ -62,10 +62,16 @@ IDLE_FLOOR_MS, IDLE_FACTOR = 0.5, 10.0  # a busy GPU: our tiny kernel this much 
 RUNNER = {"reference": 0, "candidate": 1, "matched": 2}  # the referee's pool of each runner
 
 REUSED_SEEN = ("the outputs of different calls lie in the same memory: each call returns a "
-               "buffer the next call overwrites (a CUDA graph's static output?). Only the last "
-               "call of a window could be checked; code that keeps an output sees it change")
+               "buffer the next call overwrites (a CUDA graph's static output?); code that keeps "
+               "an output sees it change. Timed again with a copy of every output made before "
+               "the next call (its cost is the candidate's), every call checked")
 LATE_SEEN = ("outputs were still being written after the runner said its calls were done: work "
              "outside the timed window")
+
+STOP_ESCAPED = ("the candidate's processes ran {ms:.2f} ms while they were stopped (a SIGCONT of "
+                "their own?): work while a window's inputs were filled, or during the "
+                "reference's window, outside the clock")
+ESCAPE_NS = 500_000  # CPU a stopped runner may show (a stop being delivered), at most
 
 Reuse = Callable[[RefereeInfo], "tuple[list[Burst], float] | None"]
 
@@ -152,6 +158,7 @@ class Conductor:
         self.idle_ms: float | None = None  # the referee's tiny-kernel round trip, GPU idle
         self.init_seed = _seed()
         self._last: dict[str, Burst] = {}  # each runner's window of the last round
+        self.copy_outputs = False  # the candidate copies every output (a static one was seen)
 
     @property
     def wrk(self) -> Running:
@@ -230,10 +237,14 @@ class Conductor:
         GPU the runner's kernels could outlive its stopped process: after every candidate
         window the GPU must be idle (``_gpu_idle``) and the sampled bytes unchanged (the
         referee's ``check``)."""
+        before = self._candidate_cpu()
         values = self._fill(side, ids)
         self._ask_referee({"op": "flush"})
+        if side == "candidate":  # nothing of it ran while its inputs were being filled
+            self._no_escape(before)
         started = time.perf_counter_ns()
-        reply = self._ask_runner(side, {"op": "burst", "values": values})
+        copy = side == "candidate" and self.copy_outputs
+        reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy})
         sealed = self._ask_referee({"op": "seal", "runner": RUNNER[side],
                                     "handles": reply.get("handles"),
                                     "where": reply.get("where")})
@@ -242,7 +253,35 @@ class Conductor:
             self.ev.in_place[side] = int(sealed.get("in_place") or 0)
         if side == "candidate":
             self._gpu_idle()
+        else:  # nothing of it ran during another runner's window
+            self._no_escape(before)
         return Burst(len(ids), wall_ms, self.handoff_ms())
+
+    def _candidate_cpu(self) -> int | None:
+        """The CPU time the candidate's processes have run, read once all are stopped (a stop
+        is delivered asynchronously); None without a candidate runner."""
+        running = self.runners.get("candidate")
+        if running is None or not running.alive():
+            return None
+        total = None
+        for _ in range(50):
+            with contextlib.suppress(Exception):
+                total, stopped = running.child.cpu_ns()
+                if stopped:
+                    break
+            time.sleep(0.001)
+        return total
+
+    def _no_escape(self, before: int | None) -> None:
+        """A stopped runner runs nothing: its processes' CPU time may not grow while it is
+        stopped (a SIGCONT of its own, from a timer or anything else, would let it see the
+        inputs of a window before the clock starts, or slow the reference's)."""
+        after = self._candidate_cpu()
+        if before is None or after is None or after - before <= ESCAPE_NS:
+            return
+        if not any(f.code == "stop_escaped" for f in self.ev.flags):
+            self.ev.flags.append(Flag("stop_escaped", STOP_ESCAPED.format(
+                ms=(after - before) / 1e6), "reject"))
 
     def handoff_ms(self) -> float:
         """A window's fixed cost (signals, requests, the seal's round trip): the median of
@@ -473,6 +512,8 @@ class Conductor:
             bursts[side] = self._window(side, ids[:sizes[side]])
             if side == "candidate":
                 results = self._check("candidate", ids)
+        if any(r.get("reused") for r in results) and not self.copy_outputs:
+            self._time_again_with_copies()
         self._release(ids)
         for side in self.runners:
             described = self._ask_runner(side, {"op": "describe"})
@@ -487,6 +528,16 @@ class Conductor:
             self.ev.candidate.append(bursts["candidate"])
             if "matched" in bursts:
                 self.ev.matched.append(bursts["matched"])
+
+    def _time_again_with_copies(self) -> None:
+        """Outputs of different calls share memory: only a window's last call could be
+        checked. From now on the candidate copies each output into the referee's buffer
+        before its next call (as code that keeps its outputs must), every call is checked,
+        and the copies are its own time; the windows timed so far are dropped."""
+        self.copy_outputs = True
+        self.ev.reference.clear()
+        self.ev.candidate.clear()
+        self.ev.matched.clear()
 
     def _trusted_output_flags(self, results: list[CheckResult]) -> None:
         """What the referee saw itself: outputs sharing memory across calls, outputs still

@@ -134,6 +134,7 @@ class Placer:
     def __init__(self, device: torch.device) -> None:
         self.mapper = Mapper(device) if device.type == "cuda" else None
         self.owners: dict[bytes, int] = {}  # an allocation's handle -> the runner that showed it
+        self.mapped_by: dict[int, int] = {}  # where it is mapped here -> that runner
 
     def segments(self, runner: int, handles: Any) -> list[tuple[bytes, torch.Tensor] | None]:
         if self.mapper is None or not isinstance(handles, list):
@@ -143,6 +144,9 @@ class Placer:
             handle = _handle(text)
             owner = self.owners.setdefault(handle, runner) if handle else None
             segment = self.mapper.segment(handle) if handle and owner == runner else None
+            if segment is not None and \
+                    self.mapped_by.setdefault(segment.data_ptr(), runner) != runner:
+                segment = None  # another runner's allocation under other handle bytes
             found.append((handle, segment) if handle and segment is not None else None)
         return found
 

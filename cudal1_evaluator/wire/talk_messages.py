@@ -211,9 +211,10 @@ class TrialOutputs(TypedDict):
     settings_changed: SettingsChanged
 
 
-class BurstRequest(TypedDict):
+class BurstRequest(TypedDict, total=False):
     op: Literal["burst"]
     values: list[list[object]]  # one per call, slot J for call J: the non-tensor inputs
+    copy: bool  # every output copied into the referee's buffer (a static output was seen)
 
 
 class Delivered(TypedDict):
