@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, assert_never
 
 from cudal1_tui.engine import events as ev
+from cudal1_tui.ui.baseline import PROBE_LABEL
 from cudal1_tui.ui.format import device_text
 from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.chart import SpeedupChart
@@ -55,7 +56,8 @@ def _probe_finished(screen: SessionScreen, event: ev.ProbeFinished) -> None:
     info = screen.header_info
     screen.set_status("probed" if event.ok else "the probe failed",
                       device=device_text(event.device, event.details),
-                      reference_ms=info.reference_ms or event.reference_ms,
+                      reference_ms=(event.reference_ms if info.reference_label == PROBE_LABEL
+                                    else info.reference_ms),
                       torch_compile_ms=info.torch_compile_ms or event.torch_compile_ms)
     screen.log_line(f"probe: {event.message}")
     inputs = event.details.inputs if event.details is not None else []

@@ -11,6 +11,7 @@ from textual.widgets import Button, Input, Log, RadioButton, Static, TextArea
 from ui_helpers import SIZE, engine_settings, plain, wait_until
 
 from cudal1_evaluator.schema import Result
+from cudal1_tui.cli.commands.open_cmd import exit_line
 from cudal1_tui.config import Settings
 from cudal1_tui.records import CandidateRecord
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
@@ -190,7 +191,9 @@ async def test_server_down_shows_banner_then_retry_uses_the_server_once_up(
 
 async def test_open_a_past_session(problem_file: Path, settings: Settings,
                                    tmp_path: Path) -> None:
-    old = Session.create(problem_file, problems.PROBLEM, settings)
+    other = tmp_path / "other_problem.py"  # another problem's session (issue 23)
+    other.write_text(problems.PROBLEM, encoding="utf-8")
+    old = Session.create(other, problems.PROBLEM, settings)
     old.append_candidate(CandidateRecord(
         record_id="old-1", session_id=old.id, round=1, slot=0, source="model",
         problem_name="relu_scale", code=problems.CANDIDATE, result=Result(status="ok"),
@@ -220,6 +223,13 @@ async def test_open_a_past_session(problem_file: Path, settings: Settings,
         assert not (Path(settings.sessions_dir) / first).exists()
         assert old.path.is_dir()
         app.query_one(DetailPane).active = "tab-code"
+        await pilot.press("q")
+        await wait_until(pilot, lambda: app.return_code is not None, "the app to quit")
+    # the exit line resumes the session that was open, with its own problem file
+    assert app.closed_session == (old.id, str(old.path))
+    assert app.problem_path.resolve() == other.resolve()
+    line = exit_line(*app.closed_session, app.problem_path)
+    assert f"--resume {old.id}" in line and "other_problem.py" in line
 
 
 async def test_broken_problem_shows_the_inspection_then_retry_opens(

@@ -129,5 +129,5 @@ def test_the_exit_line_names_the_session_and_the_next_commands() -> None:
                      Path("examples/relu.py"))
     assert line.splitlines() == [
         "session 2026-11-23_0900_relu_ab12cd saved in /s/2026-11-23_0900_relu_ab12cd",
-        "  resume: cudal1-tui examples/relu.py --resume",
+        "  resume: cudal1-tui examples/relu.py --resume 2026-11-23_0900_relu_ab12cd",
         "  export: cudal1-tui export 2026-11-23_0900_relu_ab12cd --format trl -o data.jsonl"]

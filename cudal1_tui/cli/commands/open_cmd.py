@@ -50,9 +50,19 @@ def static_errors(path: Path) -> list[str]:
 
 
 def exit_line(session_id: str, session_path: str, problem: Path) -> str:
+    """What to do next with the session the app had open when it closed (``o`` may have
+    opened another problem's): the resume line names that session, never "the newest"."""
     return (f"session {session_id} saved in {session_path}\n"
-            f"  resume: cudal1-tui {problem} --resume\n"
+            f"  resume: cudal1-tui {shown_path(problem)} --resume {session_id}\n"
             f"  export: cudal1-tui export {session_id} --format trl -o data.jsonl")
+
+
+def shown_path(path: Path) -> Path:
+    """``path`` relative to the working directory when it is under it (as typed), else as is."""
+    try:
+        return path.resolve().relative_to(Path.cwd())
+    except ValueError:
+        return path
 
 
 def _close(app: CudaL1App, signum: int) -> None:
@@ -89,5 +99,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"first frame: {app.first_frame_ms:.0f} ms after the app was built "
               f"(at {app.first_frame_at:.6f})")
     elif app.closed_session is not None:
-        print(exit_line(*app.closed_session, path))
+        print(exit_line(*app.closed_session, app.problem_path))
     return code if isinstance(code, int) else 0

@@ -26,6 +26,7 @@ class Field:
 
 
 FIELDS: tuple[Field, ...] = (
+    Field("base_url", "model server (base_url)"),
     Field("model", "model (empty: the server's first)"),
     Field("temperature", "temperature (0–2)", 0.0, 2.0),
     Field("candidates_per_round", "candidates per round (1–16)", 1, 16),
