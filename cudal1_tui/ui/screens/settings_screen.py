@@ -46,6 +46,8 @@ def parse_settings(values: dict[str, str]) -> tuple[dict[str, Scalar], str]:
             return {}, f"{field.label}: {exc}"
         if isinstance(value, int | float) and not field.low <= value <= field.high:
             return {}, f"{field.label}: {value} is out of range"
+        if field.name == "base_url" and not str(value).startswith(("http://", "https://")):
+            return {}, f"{field.label}: an http(s) address, e.g. http://localhost:8000/v1"
         out[field.name] = value
     return out, ""
 
