@@ -195,12 +195,20 @@ class CudaL1App(App[int]):
         from cudal1_tui.ui import exporting
 
         try:
-            written = exporting.export_session(Path(engine.session_path), request)
+            written, rows = exporting.export_session(Path(engine.session_path), request)
         except Exception as exc:
             self.call_from_thread(self.session.report_error, exc, lambda: self.export(request))
             return
-        self.call_from_thread(self.session.log_line, f"exported {request.format} to {written}")
-        self.call_from_thread(self.notify, str(written), title=f"exported {request.format}")
+        if rows == 0:  # no success notice for an empty file: there is no file
+            why = exporting.nothing_exported(request)
+            self.call_from_thread(self.session.log_line, why)
+            self.call_from_thread(self.notify, why, severity="warning", title="nothing exported")
+            return
+        noun = "row" if rows == 1 else "rows"
+        self.call_from_thread(self.session.log_line,
+                              f"exported {rows} {noun} ({request.format}) to {written}")
+        self.call_from_thread(self.notify, f"{rows} {noun} to {written}",
+                              title=f"exported {request.format}")
 
     def action_open_session(self) -> None:
         self.load_sessions()

@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 import ui_problems as problems
-from textual.widgets import Button, Input, Log, RadioButton, Static, TextArea
+from textual.widgets import Button, Checkbox, Input, Log, RadioButton, Static, TextArea
 from ui_helpers import SIZE, engine_settings, plain, wait_until
 
 from cudal1_evaluator.schema import Result
@@ -114,15 +114,34 @@ async def test_settings_and_export_reach_the_engine_and_the_store(
         assert (saved.temperature, saved.candidates_per_round) == (0.25, 3)
         assert config.read_text().startswith("# mine\n")
 
-        await pilot.press("e")
-        assert isinstance(app.screen, ExportScreen)
-        jsonl = next(b for b in app.screen.query(RadioButton) if b.name == "jsonl")
-        await pilot.click(jsonl)
+        app.runner.call(lambda e: e.update_settings(candidates_per_round=1))
+        await pilot.press("n")
+        await wait_until(pilot, lambda: app.query_one(VariantTable).row_count >= 1
+                         and not app.session.round_running, "a candidate to export")
         destination = tmp_path / "out" / "trace-export.jsonl"
-        app.screen.query_one("#export-dest", Input).value = str(destination)
-        await pilot.click("#export-go")
+        # nothing accepted and "accepted candidates only" ticked: no file, and it says so
+        await _export(app, pilot, destination, accepted_only=True)
+        await wait_until(pilot, lambda: any("nothing exported" in n.message
+                                            for n in app._notifications), "the notice")
+        assert not any(n.title.startswith("exported") for n in app._notifications)
+        assert not destination.exists()
+        await _export(app, pilot, destination, accepted_only=False)
         await wait_until(pilot, destination.is_file, "the export file")
+        assert destination.stat().st_size > 0
         assert not app.query_one(ErrorBanner).display
+
+
+async def _export(app: CudaL1App, pilot: object, destination: Path, *,
+                  accepted_only: bool) -> None:
+    await pilot.press("e")  # type: ignore[attr-defined]
+    assert isinstance(app.screen, ExportScreen)
+    jsonl = next(b for b in app.screen.query(RadioButton) if b.name == "jsonl")
+    await pilot.click(jsonl)  # type: ignore[attr-defined]
+    app.screen.query_one("#export-accepted", Checkbox).value = accepted_only
+    app.screen.query_one("#export-dest", Input).value = str(destination)
+    await pilot.click("#export-go")  # type: ignore[attr-defined]
+    await wait_until(pilot, lambda: not isinstance(app.screen, ExportScreen),  # type: ignore[arg-type]
+                     "the dialog to close")
 
 
 async def test_esc_stops_one_slot_and_keeps_its_reply_then_x_cancels_the_rounds(
