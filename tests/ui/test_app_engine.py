@@ -261,7 +261,11 @@ async def test_broken_problem_shows_the_inspection_then_retry_opens(
         banner = app.query_one(ErrorBanner)
         await wait_until(pilot, lambda: banner.display, "the error banner")
         assert "get_inputs" in plain(banner.query_one("#banner-message", Static))
-        assert app.runner.engine is None or not _ready(app)
+        assert app.runner.engine is None  # no half-open engine (issue 23)
+        await pilot.press("n")  # says what to do, never the engine's "call open() first"
+        notes = [n.message for n in app._notifications]
+        assert any("the session did not open" in n for n in notes), notes
+        assert app.open_error is not None and "could not open" in app.session.header_info.status
         problem_file.write_text(good, encoding="utf-8")
         await pilot.pause(0.3)  # let the banner's layout settle before clicking it
         await pilot.click("#banner-retry")

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
+from cudal1_tui.cli.reporting import report
 from cudal1_tui.cli.session_refs import LAST, resolve_ref
-from cudal1_tui.config import sessions_dir
+from cudal1_tui.config import Settings, sessions_dir
 from cudal1_tui.engine.shutdown import on_termination
-from cudal1_tui.errors import ProblemError
+from cudal1_tui.errors import Cudal1Error, ProblemError
 
 if TYPE_CHECKING:
     from cudal1_tui.ui.app import CudaL1App
@@ -88,6 +89,11 @@ def run(args: argparse.Namespace) -> int:
     resume = args.resume
     if resume is not None:
         resume = resolve_ref(resume, sessions_dir(settings), problem=path.stem)
+    elif not args.measure_startup:
+        failed = _probe_first(path, settings, args.sizes)
+        if failed is not None:
+            report(failed)
+            return BROKEN_FILE
     # Imported here so `cudal1-tui --help` and the other commands do not load Textual.
     from cudal1_tui.ui.app import CudaL1App
 
@@ -100,4 +106,18 @@ def run(args: argparse.Namespace) -> int:
               f"(at {app.first_frame_at:.6f})")
     elif app.closed_session is not None:
         print(exit_line(*app.closed_session, app.problem_path))
+    if app.open_error is not None:  # the session never opened (a resumed one's probe failed)
+        report(app.open_error)
     return code if isinstance(code, int) else 0
+
+
+def _probe_first(path: Path, settings: Settings, sizes: str) -> Cudal1Error | None:
+    """The session's probe, before any screen: a reference that fails it is reported like a
+    broken file (the session's opening reuses the passed probe)."""
+    from cudal1_tui.engine.preflight import preflight
+
+    print(f"probing {path}…", file=sys.stderr, flush=True)
+    try:
+        return preflight(path, settings, sizes)
+    except Cudal1Error as exc:
+        return exc

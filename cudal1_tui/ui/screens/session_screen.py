@@ -185,9 +185,17 @@ class SessionScreen(Screen[None]):
 
     def _engine_ready(self) -> bool:
         if self.runner.engine is None:
-            self.notify("the session is still opening", severity="warning")
+            failed = getattr(self.app, "open_error", None)
+            self.notify("the session did not open: fix what the banner says, then Retry"
+                        if failed is not None else "the session is still opening",
+                        severity="warning")
             return False
         return True
+
+    def open_failed(self) -> None:
+        """The session could not open: nothing animates as if it were still on its way."""
+        self.set_status("the session could not open · fix it, then Retry (q quits)")
+        self.query_one(ProgressStrip).set_idle("not open")
 
     def start_rounds(self, n: int, *, recheck: bool = False) -> None:
         """Run ``n`` rounds in a worker; ``recheck``: ask the model server again first."""
