@@ -165,6 +165,10 @@ async def test_esc_stops_one_slot_and_keeps_its_reply_then_x_cancels_the_rounds(
             stopped = next(iter(table.records.values()))
             assert stopped.parse_error.startswith("cancelled by the user")
             assert stopped.raw_response and stopped.round == 1
+            # the reasoning streamed before the stop is kept too, and the row says cancelled
+            assert stopped.reasoning and problems.REASONING.startswith(stopped.reasoning)
+            status = table.get_row(stopped.record_id)[table.column_keys.index("status")]
+            assert str(status) == "cancelled"
             assert app.session.round_running  # the next rounds go on
             await wait_until(pilot, lambda: app.query_one(ModelOutput).live is not None
                              and app.query_one(ModelOutput).live[0] == 2, "round 2 to stream")

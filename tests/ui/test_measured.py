@@ -24,7 +24,9 @@ from cudal1_tui.ui.app import CudaL1App
 from cudal1_tui.ui.messages import EngineEventPosted, RecordsLoaded
 from cudal1_tui.ui.screens.confirm_screen import ConfirmScreen
 from cudal1_tui.ui.screens.settings_screen import SettingsScreen
+from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.header import HeaderBar
+from cudal1_tui.ui.widgets.output import ModelOutput
 from cudal1_tui.ui.widgets.variants import VariantTable
 
 WIDE = (200, 50)
@@ -203,3 +205,44 @@ async def test_an_event_for_row_speedups_logs_the_rows_digits() -> None:
             3, 1, "r3s1", "model", "ok", 1.0007, 0.0)))
         await pilot.pause()
         assert any(line.endswith("ok 1.00×") for line in app.session.log_history)
+
+
+async def test_esc_on_a_slot_whose_reply_is_complete_stops_nothing() -> None:
+    app = _app()
+    async with app.run_test(size=WIDE) as pilot:
+        for event in [*recorded.opening_events(), *recorded.streaming_events()]:
+            app.post_message(EngineEventPosted(event))
+        await pilot.pause()
+        assert app.query_one(ModelOutput).live == (1, 1)
+        before = app.session.header_info.status
+        await pilot.press("escape")  # the engine no longer streams it: nothing is stopped
+        await pilot.pause()
+        notes = [n.message for n in app._notifications]
+        assert any("has finished replying" in n for n in notes), notes
+        assert "stopped" not in app.session.header_info.status
+        assert app.session.header_info.status == before
+
+
+async def test_built_in_only_says_plainly_that_nothing_is_left() -> None:
+    app = _builtin_app()
+    async with app.run_test(size=WIDE) as pilot:
+        events = [*recorded.opening_events(), *recorded.result_events(),
+                  ev.EngineError("nothing new to try: every built-in strategy for this problem "
+                                 "has been evaluated in this session (inplace_ops), and no "
+                                 "model is available", "start a model server", 3, True,
+                                 severity="info")]
+        for event in events:
+            app.post_message(EngineEventPosted(event))
+        await pilot.pause()
+        banner = app.query_one(ErrorBanner)
+        assert banner.display and banner.has_class("-info")  # no red error banner
+        assert plain(banner.query_one("#banner-message", Static)).startswith("info")
+        assert "nothing new to try" in app.session.header_info.status
+        assert "finished" not in app.session.header_info.status
+        assert sorted(app.session.best_by_round) == [1, 2]  # no bar for a round that never ran
+
+
+def _builtin_app() -> CudaL1App:
+    app = CudaL1App(Path("relu2.py"), Settings(use_builtin=True), autostart=False)
+    app.session.reference_source = recorded.REFERENCE
+    return app

@@ -171,11 +171,14 @@ class SessionScreen(Screen[None]):
 
     def action_cancel(self) -> None:
         live = self.query_one(ModelOutput).live
-        if live is not None and self.runner.cancel_slot(live[1]):
+        if live is None:
+            self.action_cancel_round()
+        elif self.runner.cancel_slot(live[1]):
             self.set_status(f"stopped slot {live[0]}.{live[1]}; the round goes on "
                             "(X cancels the round)")
-            return
-        self.action_cancel_round()
+        else:  # its reply is complete: it is being evaluated, and nothing was stopped
+            self.notify(f"slot {live[0]}.{live[1]} has finished replying and is being "
+                        "evaluated: nothing to stop (X cancels the round)")
 
     def action_cancel_round(self) -> None:
         if self.runner.cancel():

@@ -17,7 +17,14 @@ from textual.widgets import DataTable
 from cudal1_tui.measurements import noise_of
 from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.display import DEFAULT, DisplayOptions, display_of
-from cudal1_tui.ui.format import STATUS_STYLE, flags_text, max_error, record_flags, source_text
+from cudal1_tui.ui.format import (
+    STATUS_STYLE,
+    flags_text,
+    max_error,
+    record_flags,
+    record_status,
+    source_text,
+)
 from cudal1_tui.ui.messages import VariantChosen
 from cudal1_tui.uncertainty import interval_text, noisy
 
@@ -126,7 +133,8 @@ def row_cells(record: CandidateRecord, keys: list[str],
     cells = {
         "round": lambda: Text(f"{record.round}.{record.slot}", justify="right"),
         "source": lambda: Text(source_text(record.source)),
-        "status": lambda: Text(record.status, style=STATUS_STYLE.get(record.status, "")),
+        "status": lambda: Text(record_status(record),
+                               style=STATUS_STYLE.get(record_status(record), "")),
         "speedup": lambda: Text(shown.speedup(record.speedup), justify="right",
                                 style=shown.measured_style(speedup_style(record))),
         "range": lambda: Text("•" if shown.mask_measurements and interval_text(record.result)
