@@ -114,17 +114,25 @@ def best_record(records: list[CandidateRecord]) -> CandidateRecord | None:
     return max(clean, key=lambda r: r.speedup or 0.0, default=None)
 
 
+def _needed(columns: list[Column], shrink_source: bool) -> int:
+    total = sum(c.width + CELL_PADDING for c in columns)
+    source = next((c for c in columns if c.key == "source"), None)
+    return total - (source.width - MIN_SOURCE if source is not None and shrink_source else 0)
+
+
 def visible_columns(width: int) -> list[Column]:
-    """The columns that fit in ``width`` cells, dropping the least important first."""
+    """The columns that fit in ``width`` cells, dropping the least important first; the
+    source column narrows (to ``MIN_SOURCE``) only once every column less important than
+    it has gone, so a built-in's name is not cut while the range still shows."""
     shown = list(COLUMNS)
+    source_keep = next(c.keep for c in COLUMNS if c.key == "source")
     while len(shown) > 1:
-        needed = sum(c.width + CELL_PADDING for c in shown)
-        source = next((c for c in shown if c.key == "source"), None)
-        if source is not None:
-            needed -= source.width - MIN_SOURCE
-        if needed <= width:
+        weakest = min(shown, key=lambda c: c.keep)
+        if _needed(shown, shrink_source=False) <= width:
             break
-        shown.remove(min(shown, key=lambda c: c.keep))
+        if weakest.keep >= source_keep and _needed(shown, shrink_source=True) <= width:
+            break
+        shown.remove(weakest)
     return shown
 
 
