@@ -9,8 +9,9 @@ commands that resume and export it.
 from __future__ import annotations
 
 import argparse
-import os
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,12 @@ from cudal1_tui.cli.options import add_settings_flags, settings_from_args
 from cudal1_tui.cli.reporting import report
 from cudal1_tui.cli.session_refs import LAST, resolve_ref
 from cudal1_tui.config import Settings, sessions_dir
-from cudal1_tui.engine.shutdown import on_termination
+from cudal1_tui.engine.shutdown import (
+    close_within,
+    exit_now,
+    on_termination,
+    remove_own_temp_dirs,
+)
 from cudal1_tui.errors import Cudal1Error, ProblemError
 
 if TYPE_CHECKING:
@@ -66,11 +72,21 @@ def shown_path(path: Path) -> Path:
         return path
 
 
+EXIT_GRACE_S = 30.0  # SIGTERM: the app's own exit, or the process ends anyway after this
+CLOSE_LIMIT_S = 20.0  # closing the session (the running stage cancelled) within this
+
+
 def _close(app: CudaL1App, signum: int) -> None:
-    try:
-        app.call_from_thread(app.close_and_exit)
-    except RuntimeError:  # no app running (not yet, or no more): nothing to save
-        os._exit(128 + signum)
+    """SIGTERM: the normal exit (session saved, the exit line printed), bounded in time;
+    SIGHUP (the terminal went away): save and leave at once, drawing nothing."""
+    if signum != signal.SIGHUP:
+        try:
+            app.call_from_thread(app.close_and_exit)
+        except RuntimeError:  # no app running (not yet, or no more): nothing to save
+            exit_now(128 + signum)
+        time.sleep(EXIT_GRACE_S)  # the app's exit ends the process before this returns
+    close_within(app.runner.close, CLOSE_LIMIT_S)
+    exit_now(128 + signum)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         print(exit_line(*app.closed_session, app.problem_path))
     if app.open_error is not None:  # the session never opened (a resumed one's probe failed)
         report(app.open_error)
+    remove_own_temp_dirs()  # the runner is closed: no child of ours uses them any more
     return code if isinstance(code, int) else 0
 
 
