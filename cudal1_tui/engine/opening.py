@@ -15,6 +15,7 @@ from cudal1_tui.config import Settings, build_dir, sessions_dir
 from cudal1_tui.engine.device import resolve_device
 from cudal1_tui.engine.events import ProbeFinished, SessionOpened, StageChanged
 from cudal1_tui.engine.jobs import probe_job
+from cudal1_tui.engine.orphans import reap_orphans
 from cudal1_tui.engine.preflight import probe_failure
 from cudal1_tui.engine.workspace import Emit, Problem
 from cudal1_tui.errors import ProblemError
@@ -75,7 +76,11 @@ def _json_fields(info: Mapping[str, object]) -> JsonObject:
 
 
 def sweep_leftovers(settings: Settings) -> None:
-    """What a killed run left (its evaluator temp dirs, build locks), removed before ours run."""
+    """What a killed run left (evaluator children stopped when it died, its temp dirs, build
+    locks), removed before ours run."""
+    killed = reap_orphans()
+    if killed:
+        log.info("ended %d evaluator process(es) a killed run left", len(killed))
     swept = lifetime.sweep_stale([build_dir(settings), default_build_dir()])
     if swept.summary():
         log.info("%s", swept.summary())
