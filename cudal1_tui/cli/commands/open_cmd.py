@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if resume is not None:
         resume = resolve_ref(resume, sessions_dir(settings), problem=path.stem)
     elif not args.measure_startup:
+        on_termination(lambda signum: exit_now(128 + signum))  # no session yet: nothing to save
         failed = _probe_first(path, settings, args.sizes)
         if failed is not None:
             report(failed)
