@@ -66,10 +66,10 @@ async def capture(settings: Settings) -> tuple[str, str]:
     app = CudaL1App(PROBLEM, settings, sizes="cpu")
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: app.runner.engine is not None
-                         and app.header_info.status.startswith("ready"), "the session to open")
+                         and app.session.header_info.status.startswith("ready"), "the session to open")
         await pilot.press("n")
-        await wait_until(pilot, lambda: app.round_running, "the round to start", 30)
-        await wait_until(pilot, lambda: not app.round_running, "the round's results")
+        await wait_until(pilot, lambda: app.session.round_running, "the round to start", 30)
+        await wait_until(pilot, lambda: not app.session.round_running, "the round's results")
         select_best(app)
         await pilot.pause(0.5)
         text, svg = screen_text(app), app.export_screenshot(title="cudal1-tui")

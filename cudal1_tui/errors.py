@@ -17,11 +17,35 @@ class Cudal1Error(Exception):
         return f"{self.message}\n  fix: {self.fix}" if self.fix else self.message
 
 
+CHECK_CONFIG = "cudal1-tui config show"
+
+
+def config_fix(path: Path | None, line: int, env_var: str) -> str:
+    """A command that fixes the bad value where it was set: the file opened at its line, the
+    environment variable unset (the default applies); else the check that names it."""
+    if env_var:
+        return f"unset {env_var}   # or set it to a valid value; then: {CHECK_CONFIG}"
+    if path is not None:
+        at = f"+{line} " if line else ""
+        return f"${{EDITOR:-vi}} {at}{path}   # then: {CHECK_CONFIG}"
+    return CHECK_CONFIG
+
+
 class ConfigError(Cudal1Error):
-    def __init__(self, message: str, *, path: Path | None = None, line: int = 0) -> None:
-        super().__init__(message, fix="edit the file, or run `cudal1-tui config show`")
+    """A bad setting. ``path``/``line``: in the config file; ``env_var``: in the environment."""
+
+    def __init__(self, message: str, *, path: Path | None = None, line: int = 0,
+                 env_var: str = "", fix: str = "") -> None:
+        super().__init__(message, fix=fix or config_fix(path, line, env_var))
         self.path = path
         self.line = line
+        self.env_var = env_var
+
+
+def compiler_style(message: str) -> bool:
+    """Whether ``message`` already says where and that it is an error (``file:3: error: …``):
+    printing ``error:`` before it again would say it twice."""
+    return ": error: " in message.split("\n", 1)[0]
 
 
 class ProblemError(Cudal1Error):

@@ -128,8 +128,19 @@ class IsolatedJudge:
             return prepared.verdict
         return self.evaluate(job, prepared, on_progress=on_progress, cancel=cancel)
 
+    def __init__(self) -> None:
+        self._passed: dict[str, ProbeResult] = {}  # job -> a passed probe, this process
+
     def probe(self, job: ProbeJob) -> ProbeResult:
-        return launch.probe(job)
+        """The probe of ``job``; a passed one is remembered, so the same job asked again (the
+        app's early probe, then its session's) runs once."""
+        key = job.to_json()
+        if key in self._passed:
+            return self._passed[key]
+        result = launch.probe(job)
+        if result.ok:
+            self._passed = {key: result}  # the latest only: a session probes one problem
+        return result
 
 
 JUDGE: Judge = IsolatedJudge()

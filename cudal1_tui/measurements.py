@@ -8,6 +8,7 @@ candidate) and ``timing["candidate"]``. Results without both fall back to the st
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from cudal1_evaluator.reward import noise_band
 from cudal1_evaluator.schema import Result, TimingSummary
@@ -41,12 +42,79 @@ def reference_ms(result: Result) -> float | None:
 
 
 def speedup_from_result(result: Result) -> float | None:
-    """reference median / candidate median, else the stored speedup; None when unknown."""
+    """The stored speedup (the one the reward was scored from), else reference median /
+    candidate median (results that never stored one); None when unknown."""
+    stored = positive(result.speedup)
+    if stored is not None:
+        return stored
     ref, cand = reference_ms(result), candidate_ms(result)
-    if ref is not None and cand is not None:
-        return ref / cand
-    stored = result.speedup
-    return float(stored) if isinstance(stored, int | float) else None
+    return ref / cand if ref is not None and cand is not None else None
+
+
+# The evaluator caps the reference beside the candidate at this factor of the reference
+# timed alone (``cudal1_evaluator.parent.timing_checks.SLOWED_CAP``).
+ALONE_CAP = 1.05
+_SAME = 1e-9  # relative: a ratio that is the stored speedup, not a near miss
+
+
+@dataclass(frozen=True)
+class Basis:
+    """The two times a speedup is the ratio of: ``reference_ms / candidate_ms == speedup``.
+
+    ``kind`` says which reference it is: ``beside`` (timed interleaved with the candidate),
+    ``alone +5 %`` (the evaluator capped a slowed reference), ``matched`` (the reference at
+    the candidate's precision) or ``effective`` (a stored speedup no timing explains:
+    speedup × candidate time)."""
+
+    reference_ms: float
+    candidate_ms: float
+    kind: str
+
+    @property
+    def speedup(self) -> float:
+        return self.reference_ms / self.candidate_ms
+
+
+def _references(result: Result) -> list[tuple[str, float]]:
+    found = []
+    for key, kind, factor in (("reference", "beside", 1.0),
+                              ("reference_matched", "matched", 1.0),
+                              ("reference_pristine", "alone +5 %", ALONE_CAP)):
+        value = median_ms(result, (key,))
+        if value is not None:
+            found.append((kind, value * factor))
+    return found
+
+
+def basis(result: Result) -> Basis | None:
+    """Which reference time the result's speedup divides by, and the candidate's time."""
+    cand = candidate_ms(result)
+    if cand is None:
+        return None
+    stored = positive(result.speedup)
+    references = _references(result)
+    if stored is None:
+        return Basis(references[0][1], cand, "beside") if references else None
+    for kind, ref in references:
+        if abs(ref / cand - stored) <= _SAME * stored:
+            return Basis(ref, cand, kind)
+    return Basis(stored * cand, cand, "effective")
+
+
+def time_text(ms: float) -> str:
+    """A time as the basis line prints it: four significant digits, µs below 1 ms."""
+    return f"{ms * 1000:.4g} µs" if ms < 1 else f"{ms:.4g} ms"
+
+
+def basis_text(result: Result) -> str:
+    """``reference 12.02 ms ÷ candidate 0.599 ms = 20.07×`` (the reference's kind in
+    brackets unless it was timed beside the candidate); "" when the result has no times."""
+    found = basis(result)
+    if found is None:
+        return ""
+    kind = "" if found.kind == "beside" else f" ({found.kind})"
+    return (f"reference {time_text(found.reference_ms)}{kind} ÷ candidate "
+            f"{time_text(found.candidate_ms)} = {found.speedup:.2f}×")
 
 
 def max_errors(result: Result) -> tuple[float, float]:

@@ -49,10 +49,16 @@ def noisy(result: Result, threshold: float = NOISY_SPREAD) -> bool:
     return spread is not None and spread > threshold
 
 
+def _figure(value: float) -> str:
+    """Three significant figures at most: ``1.70``, ``12.3``, ``105``."""
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 100 else f"{value:.0f}"
+
+
 def interval_text(result: Result) -> str:
-    """``1.70–1.95×``, or "" when unknown."""
+    """``1.70–1.95×`` (``12.1–14.3×`` above 10: it fits the table's column, ``×`` included),
+    or "" when unknown."""
     interval = speedup_interval(result)
-    return "" if interval is None else f"{interval[0]:.2f}–{interval[1]:.2f}×"
+    return "" if interval is None else f"{_figure(interval[0])}–{_figure(interval[1])}×"
 
 
 def noise_warning(result: Result) -> str:

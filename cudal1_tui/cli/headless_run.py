@@ -22,7 +22,7 @@ from cudal1_tui.engine.engine import Engine, Sizes
 from cudal1_tui.engine.events import EngineError
 from cudal1_tui.engine.round import RoundSummary
 from cudal1_tui.engine.shutdown import Terminated, raising_on_termination
-from cudal1_tui.errors import Cudal1Error
+from cudal1_tui.errors import Cudal1Error, compiler_style
 from cudal1_tui.present.run_progress import HeadlessProgress, summary_table
 from cudal1_tui.present.speedup import NO_SPEEDUP, speed_text
 
@@ -146,7 +146,8 @@ def _run_all(files: list[Path], settings: Settings, options: Options, err: Conso
         try:
             result = _run_one(path, settings, options, err, rows)
         except Cudal1Error as exc:
-            err.print(Text.assemble(("error: ", "bold red"), exc.message))
+            head = "" if compiler_style(exc.message) else "error: "
+            err.print(Text.assemble((head, "bold red"), exc.message))
             if exc.fix:
                 err.print(f"fix: {exc.fix}", highlight=False, markup=False)
             code = EXIT_ERROR

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from cudal1_tui import __version__
 from cudal1_tui.cli import commands
+from cudal1_tui.cli.reporting import report
 from cudal1_tui.errors import Cudal1Error
 
 EPILOG = """\
@@ -67,10 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
         return code
     except Cudal1Error as exc:
-        err = Console(stderr=True, soft_wrap=True, highlight=False)
-        err.print(f"[bold red]error:[/] {exc.message}")
-        if exc.fix:
-            err.print(f"[bold]fix:[/] {exc.fix}")
+        report(exc)
         return 1
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted; the session is saved.")

@@ -109,8 +109,8 @@ def read_config_file(path: Path) -> dict[str, object]:
         where = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
         line = int(where.group(1)) if where else 0
         problem = re.sub(r"\s*\(at line.*\)$", "", str(exc))
-        column = f", column {where.group(2)}" if where else ""
-        raise ConfigError(f"{path}: line {line}{column}: {problem}", path=path, line=line) from None
+        at = f":{line}:{where.group(2)}" if where else ""
+        raise ConfigError(f"{path}{at}: error: {problem}", path=path, line=line) from None
     known = set(setting_names())
     defaults = Settings()
     values: dict[str, object] = {}
@@ -118,13 +118,13 @@ def read_config_file(path: Path) -> dict[str, object]:
         if key not in known:
             line = _line_of(text, key)
             hint = ", ".join(sorted(known))
-            raise ConfigError(f"{path}: line {line}: unknown setting {key!r} (known: {hint})",
+            raise ConfigError(f"{path}:{line}: error: unknown setting {key!r} (known: {hint})",
                               path=path, line=line)
         try:
             values[key] = _coerce(key, value, getattr(defaults, key))
         except ValueError as exc:
             line = _line_of(text, key)
-            raise ConfigError(f"{path}: line {line}: {exc}", path=path, line=line) from None
+            raise ConfigError(f"{path}:{line}: error: {exc}", path=path, line=line) from None
     return values
 
 
@@ -153,7 +153,8 @@ def load_settings(
             try:
                 setattr(settings, f.name, _coerce(f.name, raw, getattr(Settings(), f.name)))
             except ValueError as exc:
-                raise ConfigError(f"environment variable {var}: {exc}") from None
+                raise ConfigError(f"environment variable {var}: error: {exc}",
+                                  env_var=var) from None
             origins[f.name] = Origin("env", var)
             break
 
@@ -165,7 +166,7 @@ def load_settings(
         try:
             setattr(settings, name, _coerce(name, value, getattr(Settings(), name)))
         except ValueError as exc:
-            raise ConfigError(f"command-line flag: {exc}") from None
+            raise ConfigError(f"command-line flag: error: {exc}") from None
         origins[name] = Origin("flag")
 
     validate(settings, origins, _file_line)

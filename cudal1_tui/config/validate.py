@@ -85,7 +85,9 @@ def _fail(origin: Origin, keys: tuple[str, ...], problem: str,
     lines = (line_of(Path(origin.where), key) for key in keys) if origin.source == "file" else ()
     line = next((n for n in lines if n), 0)
     path = Path(origin.where) if origin.source == "file" else None
-    raise ConfigError(f"{_where(origin, line)}: error: {problem}", path=path, line=line)
+    env_var = origin.where if origin.source == "env" else ""
+    raise ConfigError(f"{_where(origin, line)}: error: {problem}", path=path, line=line,
+                      env_var=env_var)
 
 
 def validate(settings: Settings, origins: dict[str, Origin],

@@ -5,6 +5,7 @@ The app process never imports torch; a short-lived interpreter answers instead.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 
@@ -18,8 +19,10 @@ _QUERY = ("import ctypes, signal\n"
           "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')")
 
 
+@functools.cache
 def detect_device(timeout_s: float = 120.0) -> str:
-    """``cuda`` when torch (in a fresh interpreter) sees a CUDA GPU, else ``cpu``."""
+    """``cuda`` when torch (in a fresh interpreter) sees a CUDA GPU, else ``cpu``; asked once
+    a process (the app's early probe and its session ask the same)."""
     try:
         done = subprocess.run([sys.executable, "-c", _QUERY], capture_output=True, text=True,
                               timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)

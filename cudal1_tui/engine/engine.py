@@ -18,8 +18,6 @@ from cudal1_tui.engine.events import (
     DecisionRecorded,
     EngineError,
     EngineEvent,
-    RoundFinished,
-    RoundStarted,
 )
 from cudal1_tui.engine.generate import ModelGateway
 from cudal1_tui.engine.pool import EvalPool
@@ -34,8 +32,8 @@ from cudal1_tui.records import CandidateRecord
 Sizes = Literal["auto", "full", "cpu"]
 UPDATABLE = frozenset({"model", "temperature", "top_p", "max_tokens", "candidates_per_round",
                        "exemplars", "base_url", "api_key", "use_builtin"})
-NOTHING_NEW = ("nothing new to try: the built-in strategies have all been evaluated in this "
-               "session and no model is available")
+NOTHING_NEW = ("nothing new to try: every built-in strategy for this problem has been "
+               "evaluated in this session ({done}), and no model is available")
 NO_PROPOSER = "nothing to try: no model is available and the built-in proposer is off"
 NOTHING_NEW_FIX = "start a model server (vLLM, SGLang, llama.cpp, Ollama) and set OPENAI_BASE_URL"
 
@@ -110,6 +108,8 @@ class Engine:
             round_ = ws.session.next_round()
             builtins = self._pending_builtins(ws)
             model_slots = self.settings.candidates_per_round if self.model_available else 0
+            if not model_slots:  # built-in only: a round's worth each, while any is left
+                builtins = builtins[:max(1, self.settings.candidates_per_round)]
             if not builtins and model_slots <= 0:
                 return self._nothing_to_do(round_)
             self._running = RoundRunner(ws, round_)
@@ -157,13 +157,17 @@ class Engine:
         elif not self.settings.use_builtin:
             message, fix = NO_PROPOSER, NOTHING_NEW_FIX + ", or drop --no-builtin"
         else:
-            message, fix = NOTHING_NEW, NOTHING_NEW_FIX
+            message, fix = NOTHING_NEW.format(done=self._builtins_done()), NOTHING_NEW_FIX
         best = self.best()
-        self.emit(RoundStarted(round_, 0))
-        self.emit(EngineError(message, fix, round_, True))
-        self.emit(RoundFinished(round_, best.speedup if best else None))
+        # said plainly, as a fact: no round starts, none is charted, nothing failed
+        self.emit(EngineError(message, fix, round_, True, severity="info"))
         return RoundSummary(round_, [], best.speedup if best else None, message=message,
                             nothing_to_do=True)
+
+    def _builtins_done(self) -> str:
+        done = sorted({r.source.removeprefix("builtin:") for r in self._workspace().records()
+                       if r.source.startswith("builtin:")})
+        return ", ".join(done) or "none applies"
 
     def _pending_builtins(self, ws: Workspace) -> list[BuiltinCandidate]:
         """The built-in candidates not yet in the session (each runs once per session)."""

@@ -92,6 +92,7 @@ class EngineError:
     fix: str = ""
     round: int = 0
     recoverable: bool = True
+    severity: Literal["error", "info"] = "error"  # info: a fact to act on, nothing failed
 
 
 @dataclass(frozen=True)

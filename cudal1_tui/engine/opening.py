@@ -15,6 +15,8 @@ from cudal1_tui.config import Settings, build_dir, sessions_dir
 from cudal1_tui.engine.device import resolve_device
 from cudal1_tui.engine.events import ProbeFinished, SessionOpened, StageChanged
 from cudal1_tui.engine.jobs import probe_job
+from cudal1_tui.engine.orphans import reap_orphans
+from cudal1_tui.engine.preflight import probe_failure
 from cudal1_tui.engine.workspace import Emit, Problem
 from cudal1_tui.errors import ProblemError
 from cudal1_tui.judging import JUDGE
@@ -29,10 +31,6 @@ from cudal1_tui.store.session import Session
 log = logging.getLogger(__name__)
 
 Sizes = Literal["auto", "full", "cpu"]
-_PROBE_FIX = {
-    "timeout": "the reference is too slow here: try `--sizes cpu` or a GPU (`--device cuda`)",
-    "device": "pick a device torch can use: `--device cpu` or `--device cuda`",
-}
 
 
 @dataclass
@@ -55,7 +53,7 @@ def eval_source(source: str, sizes: Sizes, device: str) -> str:
 def _problem(path: Path, source: str, name: str, sizes: Sizes, device: str) -> Problem:
     inspection = inspect_source(source, str(path))
     if not inspection.ok:
-        raise ProblemError(inspection.report(), fix="fix the file as listed above")
+        raise ProblemError(inspection.report(), fix=f"cudal1-tui inspect {path}")
     sized = eval_source(source, sizes, device)
     return Problem(name=name, path=path, source=source, eval_source=sized,
                    inspection=inspect_source(sized, str(path)),
@@ -78,7 +76,11 @@ def _json_fields(info: Mapping[str, object]) -> JsonObject:
 
 
 def sweep_leftovers(settings: Settings) -> None:
-    """What a killed run left (its evaluator temp dirs, build locks), removed before ours run."""
+    """What a killed run left (evaluator children stopped when it died, its temp dirs, build
+    locks), removed before ours run."""
+    killed = reap_orphans()
+    if killed:
+        log.info("ended %d evaluator process(es) a killed run left", len(killed))
     swept = lifetime.sweep_stale([build_dir(settings), default_build_dir()])
     if swept.summary():
         log.info("%s", swept.summary())
@@ -104,9 +106,7 @@ def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | 
         if not result.ok:
             emit(ProbeFinished(False, result.message, None, None, device, result,
                                _at_cpu_sizes(problem)))
-            raise ProblemError(f"{problem.path}: the probe of the reference failed "
-                               f"({result.error_kind or 'error'}): {result.message}",
-                               fix=_PROBE_FIX.get(result.error_kind, "fix the problem file"))
+            raise probe_failure(problem.path, problem.name, result)
         if session is None:
             meta = SessionMeta(device={**_json_fields(result.device),
                                        "requested": settings.device, "used": device},

@@ -41,6 +41,8 @@ from cudal1_tui.llm.parsing import parse_reply
 from cudal1_tui.proposers import BuiltinCandidate
 from cudal1_tui.records import CandidateRecord
 
+CANCELLED_BY_USER = "cancelled by the user while the model was replying"
+
 
 def sampling_limit(draft: Draft) -> int | None:
     return draft.sampling.max_tokens if draft.sampling else None
@@ -161,8 +163,9 @@ class RoundRunner:
                                                  slot, "generating", text))
         except ModelCancelled as exc:
             if cancel.slot_only:  # the user stopped this slot: keep what it had said
-                draft.raw_response = "\n".join(c.content for c in exc.partial if c.content)
-                draft.parse_error = "cancelled by the user while the model was replying"
+                if exc.partial:  # its reply and the reasoning streamed so far
+                    self._take(draft, exc.partial[0])
+                draft.parse_error = CANCELLED_BY_USER
                 self._record(draft, refused(draft.parse_error, ws.settings.reward, "cancelled"))
             return
         except StreamCut as cut:
@@ -172,6 +175,9 @@ class RoundRunner:
             if not ws.cancel.is_set():
                 ws.emit(EngineError(f"slot {slot}: {exc.message}", exc.fix, self.round, True))
             return
+        finally:
+            # the stream is over: esc can no longer stop this slot (its verdict is on its way)
+            self._slot_cancels.pop(slot, None)
         self._parsed(draft, completion)
 
     def _chunk(self, slot: int, kind: str, text: str, tokens: int, rate: float) -> None:

@@ -1,7 +1,9 @@
 """Ending on SIGTERM and SIGHUP the way Ctrl-C ends: through the normal exit path.
 
 Evaluator children die with the app in any case (``isolation.lifetime``); these handlers let
-the app close its session, cancel the running stage and say so before it exits.
+the app close its session, cancel the running stage and say so before it exits. On SIGHUP
+the terminal is gone: the TUI closes its session and leaves without drawing (drawing to a
+terminal that no longer reads can block its exit for good), and its temp dirs go with it.
 """
 
 from __future__ import annotations
@@ -75,7 +77,39 @@ def exit_now(code: int) -> None:
     from cudal1_evaluator.parent import warm
 
     warm.discard_all()
+    remove_own_temp_dirs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code)
+
+
+def remove_own_temp_dirs() -> int:
+    """Remove the evaluator temp dirs this process made (its owner token is in their names);
+    called once its children are gone, so nothing of a run outlives it. Returns how many."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from cudal1_evaluator.isolation import lifetime
+
+    pid, _, start = lifetime.owner_token().partition(" ")
+    prefix = f"{lifetime.TEMP_PREFIX}{pid}_{start or 'x'}_"
+    roots = {Path(tempfile.gettempdir())}
+    shared = lifetime.exchange_base()
+    if shared is not None:
+        roots.add(shared)
+    removed = 0
+    for root in roots:
+        for path in root.glob(prefix + "*"):
+            shutil.rmtree(path, ignore_errors=True)
+            removed += not path.exists()
+    return removed
+
+
+def close_within(close: Callable[[], None], timeout_s: float) -> None:
+    """``close()`` on a thread of its own, waited for at most ``timeout_s``: an exit path
+    must end even when closing hangs (the children die with this process in any case)."""
+    thread = threading.Thread(target=close, name="close", daemon=True)
+    thread.start()
+    thread.join(timeout_s)

@@ -21,6 +21,7 @@ from textual.screen import Screen
 from cudal1_tui.config import DEFAULT_KEYS, Settings
 from cudal1_tui.config.saving import Scalar
 from cudal1_tui.engine.events import EngineEvent
+from cudal1_tui.errors import Cudal1Error
 from cudal1_tui.ui.actions import ACTIONS, key_label
 from cudal1_tui.ui.display import DisplayOptions
 from cudal1_tui.ui.engine_port import EngineFactory, Sizes, real_engine_factory
@@ -78,6 +79,7 @@ class CudaL1App(App[int]):
                                      problem_path.stem, self.reopen_session)
         self.quitting = False
         self.closed_session: tuple[str, str] | None = None  # (id, path) for the exit line
+        self.open_error: Cudal1Error | None = None  # why the session did not open (exit 1)
         self.set_keymap(dict(settings.keys))  # checked at load: known ids, no clashes
 
     def get_default_screen(self) -> Screen[Any]:
@@ -127,9 +129,11 @@ class CudaL1App(App[int]):
             engine = self.runner.open(problem_path, resume)
         except Exception as exc:
             retry = lambda: self.open_session(problem_path, resume)  # noqa: E731
+            self.open_error = exc if isinstance(exc, Cudal1Error) else Cudal1Error(str(exc))
             self.call_from_thread(self.session.report_error, exc, retry)
-            self.call_from_thread(self.session.set_status, "the session could not open")
+            self.call_from_thread(self.session.open_failed)
             return
+        self.open_error = None
         self.call_from_thread(self.session.session_opened, engine.problem_source,
                               engine.session_id)
         self.session.refresh_records()
@@ -195,12 +199,20 @@ class CudaL1App(App[int]):
         from cudal1_tui.ui import exporting
 
         try:
-            written = exporting.export_session(Path(engine.session_path), request)
+            written, rows = exporting.export_session(Path(engine.session_path), request)
         except Exception as exc:
             self.call_from_thread(self.session.report_error, exc, lambda: self.export(request))
             return
-        self.call_from_thread(self.session.log_line, f"exported {request.format} to {written}")
-        self.call_from_thread(self.notify, str(written), title=f"exported {request.format}")
+        if rows == 0:  # no success notice for an empty file: there is no file
+            why = exporting.nothing_exported(request)
+            self.call_from_thread(self.session.log_line, why)
+            self.call_from_thread(self.notify, why, severity="warning", title="nothing exported")
+            return
+        noun = "row" if rows == 1 else "rows"
+        self.call_from_thread(self.session.log_line,
+                              f"exported {rows} {noun} ({request.format}) to {written}")
+        self.call_from_thread(self.notify, f"{rows} {noun} to {written}",
+                              title=f"exported {request.format}")
 
     def action_open_session(self) -> None:
         self.load_sessions()
@@ -244,7 +256,7 @@ class CudaL1App(App[int]):
     # ── quitting ────────────────────────────────────────────────────────────
     async def action_quit(self) -> None:
         if self.quitting or self.runner.engine is None:
-            self.exit(0)
+            self.exit(1 if self.open_error is not None else 0)
             return
         if self.session.round_running:
             def confirmed(yes: bool | None) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, assert_never
 
 from cudal1_tui.engine import events as ev
-from cudal1_tui.ui.format import device_text
+from cudal1_tui.ui.baseline import PROBE_LABEL
+from cudal1_tui.ui.format import device_text, status_text
 from cudal1_tui.ui.widgets.banner import ErrorBanner
 from cudal1_tui.ui.widgets.chart import SpeedupChart
 from cudal1_tui.ui.widgets.output import ModelOutput
@@ -55,7 +56,8 @@ def _probe_finished(screen: SessionScreen, event: ev.ProbeFinished) -> None:
     info = screen.header_info
     screen.set_status("probed" if event.ok else "the probe failed",
                       device=device_text(event.device, event.details),
-                      reference_ms=info.reference_ms or event.reference_ms,
+                      reference_ms=(event.reference_ms if info.reference_label == PROBE_LABEL
+                                    else info.reference_ms),
                       torch_compile_ms=info.torch_compile_ms or event.torch_compile_ms)
     screen.log_line(f"probe: {event.message}")
     inputs = event.details.inputs if event.details is not None else []
@@ -74,7 +76,7 @@ def _candidate_finished(screen: SessionScreen, event: ev.CandidateFinished) -> N
     speed = f" {shown.speedup(event.speedup)}" if event.speedup is not None else ""
     flags = f" flags: {', '.join(event.flags)}" if event.flags else ""
     where = f"round {event.round}.{event.slot} {event.source}"
-    screen.log_line(f"{where}: {event.status}{speed}{flags}")
+    screen.log_line(f"{where}: {status_text(event.status, event.flags)}{speed}{flags}")
     screen.refresh_records()
 
 
@@ -99,8 +101,11 @@ def _round_finished(screen: SessionScreen, event: ev.RoundFinished) -> None:
 def _engine_error(screen: SessionScreen, event: ev.EngineError) -> None:
     # no model while the built-in proposer runs is the documented default, not a failure
     builtin_only = event.round == 0 and screen.settings.use_builtin
+    info = builtin_only or event.severity == "info"
     screen.query_one(ErrorBanner).show(event.message, event.fix, retry=event.recoverable,
-                                       severity="info" if builtin_only else "error")
+                                       severity="info" if info else "error")
+    if event.round and info:  # no round ran: the status says why, not "round … finished"
+        screen.set_status("nothing new to try · start a model server, then Retry")
     screen.retry = (lambda: screen.start_rounds(1, recheck=True)) if event.recoverable else None
     fix = f" (fix: {event.fix})" if event.fix else ""
     screen.log_line(f"engine error: {event.message}{fix}")

@@ -13,7 +13,19 @@ STATUS_STYLE: dict[str, str] = {
     "runtime_error": "red",
     "timeout": "magenta",
     "rejected": "bold red",
+    "cancelled": "dim",
 }
+CANCELLED_FLAG = "cancelled"  # a slot the user stopped (esc): no verdict on its code
+
+
+def status_text(status: str, flag_codes: list[str] | tuple[str, ...]) -> str:
+    """The status as the screen names it: a slot the user stopped is ``cancelled``, not
+    ``rejected`` (the trace keeps the evaluator's status and the flag)."""
+    return "cancelled" if CANCELLED_FLAG in flag_codes else status
+
+
+def record_status(record: CandidateRecord) -> str:
+    return status_text(record.status, record.flag_codes(include_info=True))
 
 
 def speedup_text(speedup: float | None) -> str:
@@ -74,5 +86,5 @@ def failure_lines(record: CandidateRecord) -> list[str]:
     if record.status == "ok" and not record_flags(record):
         return []
     details = record_details(record, LOG_COMPILE_TAIL_LINES).plain
-    return [f"── {record.round}.{record.slot} {record.source}: {record.status}",
+    return [f"── {record.round}.{record.slot} {record.source}: {record_status(record)}",
             *([details] if details else [])]

@@ -44,7 +44,11 @@ class EngineRunner:
             engine = self._factory(problem_path, resume, self._emit)
             self._engine = engine
             self._fresh = resume is None
-            engine.open()
+            try:
+                engine.open()
+            except BaseException:  # no half-open engine: "n" must not reach it
+                self._close_locked()
+                raise
             return engine
 
     def call(self, fn: Callable[[EnginePort], T]) -> T:

@@ -54,15 +54,50 @@ def test_mutation_in_a_timed_round_is_caught() -> None:
     assert "input #0 in place" in flag.reason
 
 
+# The linear layer without a matmul: float32 multiply-adds, which no matmul precision
+# setting changes on any CPU (with bf16 units, AMX or avx512_bf16, 'medium' really makes
+# matmuls compute in bf16; without them it does nothing).
+NO_MATMUL_FORWARD = ("return torch.relu((x[:, None, :] * self.fc.weight[None]).sum(-1)"
+                     " + self.fc.bias)")
+
+
+def _medium_matmul_loses_precision() -> bool:
+    """Whether this host's CPU really computes float32 matmuls in bf16 under 'medium'."""
+    previous = torch.get_float32_matmul_precision()
+    a, b = torch.randn(64, 128), torch.randn(128, 96)
+    try:
+        torch.set_float32_matmul_precision("medium")
+        got = torch.nn.functional.linear(a, b.t())
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    exact = (a.double() @ b.double()).float()
+    return not torch.allclose(got, exact, atol=1e-4, rtol=1e-4)
+
+
 def test_precision_parity_fields_on_cpu() -> None:
+    """The fields of a candidate that changes the matmul precision, whatever the host's CPU:
+    its own maths use no matmul, so the setting changes no result here (issue 23)."""
     body = LINEAR_PROBLEM.replace("class Model(", "torch.set_float32_matmul_precision('medium')"
                                   "\n\n\nclass ModelNew(")
+    body = body.replace("return torch.relu(self.fc(x))", NO_MATMUL_FORWARD)
     result = evaluate(_job(LINEAR_PROBLEM, body.split("batch = ")[0]))
     assert result.status == "ok", result.message
     assert result.precision["candidate"] == "tf32" and result.precision["reference"] == "tf32"
     assert "float32_matmul_precision" in result.precision["settings"]
     assert result.speedup_strict is not None and result.speedup is not None
     assert "reference_matched" in result.timing
+
+
+def test_reduced_matmul_precision_is_judged_by_what_the_host_computes() -> None:
+    """'medium' with a matmul: where the CPU computes it in bf16 the outputs miss the strict
+    fp32 tolerance (incorrect); where the setting does nothing they match (ok). The verdict is
+    right on both kinds of CPU, and the test knows which kind it runs on."""
+    body = LINEAR_PROBLEM.replace("class Model(", "torch.set_float32_matmul_precision('medium')"
+                                  "\n\n\nclass ModelNew(")
+    result = evaluate(_job(LINEAR_PROBLEM, body.split("batch = ")[0]))
+    expected = "incorrect" if _medium_matmul_loses_precision() else "ok"
+    assert result.status == expected, result.message
+    assert "float32_matmul_precision" in result.precision["settings"]
 
 
 def test_cudnn_benchmark_gets_a_matched_runner_of_its_own() -> None:

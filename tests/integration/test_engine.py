@@ -27,6 +27,7 @@ from cudal1_tui.engine.events import (
     CandidateFinished,
     EngineError,
     RoundFinished,
+    RoundStarted,
     SessionOpened,
     StageChanged,
     StreamChunk,
@@ -194,28 +195,34 @@ def test_model_session_records_prompts_and_decisions(tmp_path: Path,
 def test_builtin_only_session_without_a_model_server(tmp_path: Path) -> None:
     events = Events()
     settings = settings_for(tmp_path, closed_port_url(), use_builtin=True,
-                            connect_timeout_s=0.5)
+                            connect_timeout_s=0.5, candidates_per_round=1)
     engine = Engine(PROBLEM, settings, emit=events, sizes="cpu")
     engine.open()
     try:
         assert not engine.model_available
         errors = events.of(EngineError)
         assert len(errors) == 1 and errors[0].recoverable and errors[0].fix
-        summaries = engine.run_rounds(3)
+        summaries = engine.run_rounds(4)
         records = engine.records()
         best = engine.best()
     finally:
         engine.close()
-    # Round 1 evaluates the built-ins; round 2 says there is nothing new and the loop stops.
-    assert len(summaries) == 2
-    assert {r.source for r in records} == {"builtin:diag-broadcast",
-                                           "builtin:torch-compile-default"}
+    # Built-in only, one candidate a round: each round offers an untried strategy while one
+    # is left; then it says so plainly (an info, no round started or charted) and stops.
+    assert len(summaries) == 3
+    assert [len(s.records) for s in summaries] == [1, 1, 0]
+    assert [r.source for r in sorted(records, key=lambda r: r.round)] == [
+        "builtin:diag-broadcast", "builtin:torch-compile-default"]
+    assert [e.round for e in events.of(RoundStarted)] == [1, 2]
+    assert [e.round for e in events.of(RoundFinished)] == [1, 2]
+    assert events.of(EngineError)[-1].severity == "info"
+    assert "diag-broadcast, torch-compile-default" in events.of(EngineError)[-1].message
     assert all(r.result.correct for r in records), [r.result.message for r in records]
     for record in records:  # rejected, if at all, only for a noisy shared CPU's timing
         rejects = {f.code for f in record.result.flags if f.severity == "reject"}
         assert rejects <= TIMING_NOISE, record.result.message
     assert any(r.status == "ok" for r in records) == (best is not None)
-    assert summaries[1].records == [] and "nothing new" in summaries[1].message
+    assert summaries[2].nothing_to_do and "nothing new" in summaries[2].message
     assert "nothing new" in events.of(EngineError)[-1].message
 
 

@@ -12,11 +12,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from store_builders import populated_session
+from store_builders import CANDIDATE, REFERENCE, populated_session, record
 
+from cudal1_tui.config import Settings
 from cudal1_tui.errors import ExportError
 from cudal1_tui.records import CandidateRecord
-from cudal1_tui.store import Session
+from cudal1_tui.store import Session, SessionMeta
 from cudal1_tui.store.export import ExportOptions, export_sessions
 from cudal1_tui.store.export.verl_reward import compute_score
 from cudal1_tui.store.rescoring import rescore, rescored_path, write_rescored
@@ -177,6 +178,7 @@ def test_verl_without_pyarrow_says_what_to_install(made: Any, root: Path, tmp_pa
     session, _ = made
     with pytest.raises(ExportError) as err:
         export_sessions([session.id], "verl", ExportOptions(), tmp_path / "x.parquet", root)
+    assert err.value.fix.startswith("pip install 'pyarrow>=15'")
     assert "cudal1-tui[export]" in err.value.fix
 
 
@@ -208,7 +210,8 @@ def test_module_imports_in_place_of_the_reference(made: Any, root: Path, tmp_pat
     out = tmp_path / "modules" / "optimized.py"
     assert run_export(root, "module", out, [session.id]) == 1
     text = out.read_text()
-    for fact in ("2.00x", "median 2 ms -> 1 ms", "NVIDIA H100 80GB HBM3", "torch 2.13.0",
+    for fact in ("2.00x", "reference 2 ms ÷ candidate 1 ms = 2.00x", "NVIDIA H100 80GB HBM3",
+                 "sizes              batch_size=4, dim=8 (the file's sizes)", "torch 2.13.0",
                  "cuda 13.0", "strict (float32 1e-04, float16 1e-02)", "max abs err 6e-06",
                  session.id, recs["r1s0"].record_id, "from optimized import Model"):
         assert fact in text, fact
@@ -233,7 +236,13 @@ def test_module_sets_each_size_once_and_needs_an_importable_name(made: Any, root
     with pytest.raises(ExportError, match="cannot be imported") as err:
         export_sessions([session.id], "module", ExportOptions(), tmp_path / "2026-11-23-m.py",
                         root)
-    assert "optimized_" in err.value.fix
+    assert err.value.fix == (f"cudal1-tui export {session.id} --format module "
+                             f"-o {tmp_path / 'optimized_2026_11_23_m.py'}")
+    with pytest.raises(ExportError) as err:  # issue 23: never optimized_optimized-diag.py
+        export_sessions([session.id], "module", ExportOptions(),
+                        tmp_path / "optimized-diag.py", root)
+    fixed = Path(err.value.fix.split(" -o ")[1])
+    assert fixed.stem == "optimized_diag" and fixed.stem.isidentifier()
 
 
 def test_module_needs_one_session_with_an_accept(made: Any, root: Path, tmp_path: Path) -> None:
@@ -242,7 +251,7 @@ def test_module_needs_one_session_with_an_accept(made: Any, root: Path, tmp_path
         writer.undo()
     with pytest.raises(ExportError, match="no accepted candidate") as err:
         export_sessions([session.id], "module", ExportOptions(), tmp_path / "m.py", root)
-    assert "accept one" in err.value.fix
+    assert err.value.fix.startswith("cudal1-tui ") and f"--resume {session.id}" in err.value.fix
     with pytest.raises(ExportError, match="one session at a time"):
         export_sessions([session.id, session.id], "module", ExportOptions(), tmp_path / "m.py",
                         root)
@@ -281,10 +290,62 @@ def test_export_command_writes_to_stdout_without_o(made: Any, root: Path, tmp_pa
     to_nowhere = subprocess.run([sys.executable, "-m", "cudal1_tui", "export", session.id,
                                  "--format", "trl,jsonl", "--sessions-dir", str(root)],
                                 cwd=work, env=HERE, capture_output=True, text=True, timeout=120)
-    assert to_nowhere.returncode == 1 and "-o DIR" in to_nowhere.stderr
+    assert to_nowhere.returncode == 1
+    assert f"fix: cudal1-tui export {session.id} --format trl,jsonl -o out/" in to_nowhere.stderr
     failed = subprocess.run([sys.executable, "-m", "cudal1_tui", "export", session.id,
                              "--format", "jsonl", "--rescored", "log_speedup",
                              "--sessions-dir", str(root)], cwd=work, env=HERE, capture_output=True,
                             text=True, timeout=120)
     assert failed.returncode == 1 and "cudal1-tui rescore" in failed.stderr
     assert "Traceback" not in failed.stderr
+
+
+CPU_REFERENCE = REFERENCE.replace("batch_size = 4\ndim = 8\n",
+                                  "batch_size = 4096\ndim = 8192\n# cpu-sizes: batch_size=4, "
+                                  "dim=8\n")
+
+
+def test_module_keeps_the_sizes_it_was_measured_at(root: Path, tmp_path: Path) -> None:
+    """Issue 23: a CPU session measured at the # cpu-sizes; the module says so, keeps them,
+    carries no stale # cpu-sizes comment and no empty version (`cuda ,`)."""
+    problem = root.parent / "big.py"
+    root.mkdir(parents=True)
+    problem.write_text(CPU_REFERENCE)
+    meta = SessionMeta(device={"type": "cpu", "name": "x86_64", "used": "cpu"},
+                       versions={"torch": "2.13.0", "cuda": "", "python": "3.11.9"},
+                       extra={"sizes": "auto", "cpu_sizes": True})
+    session = Session.create(problem, CPU_REFERENCE, Settings(), meta, root=root)
+    rec = record(session, 1, 0, cand_ms=0.5,
+                 code="# cpu-sizes: batch_size=4, dim=8\nbatch_size = 4096\n" + CANDIDATE)
+    rec.result.device, rec.result.versions = {}, {"torch": "2.13.0", "cuda": None}
+    session.append_candidate(rec)
+    session.accept(rec.record_id)
+    session.close()
+    out = tmp_path / "optimized_big.py"
+    assert run_export(root, "module", out, [session.id]) == 1
+    text = out.read_text()
+    assert "batch_size=4, dim=8 (the file's # cpu-sizes)" in text
+    assert "device             cpu (x86_64)" in text
+    assert "versions           torch 2.13.0\n" in text and "cuda ," not in text
+    assert "cpu-sizes:" not in text.replace("(the file's # cpu-sizes)", "")
+    assert "batch_size = 4\n" in text and "dim = 8\n" in text and "4096" not in text
+    assert "NOT measured" not in text
+    # asked for the file's own sizes: it sets them and says the speedup was not measured there
+    run_export(root, "module", out, [session.id], module_sizes="full")
+    text = out.read_text()
+    assert "batch_size = 4096\n" in text and "NOT measured at these sizes" in text
+
+
+def test_an_empty_export_writes_no_file_and_says_why(made: Any, root: Path,
+                                                     tmp_path: Path) -> None:
+    session, _ = made
+    with Session.open(session.id, root) as writer:
+        writer.undo()
+    out = tmp_path / "accepted.jsonl"
+    done = subprocess.run([sys.executable, "-m", "cudal1_tui", "export", session.id,
+                           "--format", "jsonl", "--only-accepted", "-o", str(out),
+                           "--sessions-dir", str(root)], env=HERE, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1 and not out.exists()
+    assert "nothing exported (jsonl): no candidate was accepted" in done.stderr
+    assert "wrote" not in done.stderr

@@ -143,8 +143,9 @@ def test_the_app_ends_through_its_normal_exit_on_sigterm(tmp_path: Path) -> None
     if pid == 0:  # the child: become the app
         os.chdir(tmp_path)
         os.execve(sys.executable, argv, env)
-    screen = _read_until(fd, b"relu", timeout_s=60)
-    assert b"relu" in screen, screen[-2000:]
+    # the app's own header (the problem is probed first, before any screen)
+    screen = _read_until(fd, b"reference (", timeout_s=90)
+    assert b"reference (" in screen, screen[-2000:]
     os.kill(pid, signal.SIGTERM)
     status = _reap(fd, pid, timeout_s=30)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

@@ -3,7 +3,10 @@ use; one timing per device across processes, the second one waiting and saying f
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -183,3 +186,55 @@ def test_a_cancel_ends_the_wait_for_the_device(tmp_path: Path) -> None:
         thread.join(timeout=5)
     assert results == [False]
     assert os.path.exists(tmp_path / "device-cuda_0.lock")
+
+
+def _stopped_orphan(job_dir: Path) -> int:
+    """A stopped evaluator child whose parent is gone: what a run killed while it held its
+    referee stopped left behind (issue 23). Its command line names the job in ``job_dir``."""
+    code = "import os, signal, sys, time; os.kill(os.getpid(), signal.SIGSTOP); time.sleep(600)"
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; p = subprocess.Popen(sys.argv[1:]); "
+         "print(p.pid, flush=True)", sys.executable, "-c", code, "-m", "cudal1_evaluator",
+         "_child", "referee", str(job_dir / "job.json")], stdout=subprocess.PIPE, text=True)
+    assert launcher.stdout is not None
+    pid = int(launcher.stdout.readline())
+    launcher.wait()
+    deadline = time.monotonic() + 10
+    while _state(pid) != "T" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _state(pid) == "T"
+    return pid
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
+def test_a_stopped_child_of_a_killed_run_is_ended_at_the_next_start(tmp_path: Path) -> None:
+    from cudal1_tui.config import Settings
+    from cudal1_tui.engine.opening import sweep_leftovers
+
+    temp_root = Path(tempfile.gettempdir())
+    dead_dir = temp_root / f"{lifetime.TEMP_PREFIX}{_dead_pid()}_12345_orphan{os.getpid()}"
+    live_dir = temp_root / f"{lifetime.TEMP_PREFIX}{os.getpid()}_" \
+        f"{lifetime.start_time(os.getpid())}_kept{os.getpid()}"
+    for path in (dead_dir, live_dir):
+        path.mkdir()
+    orphan, ours = _stopped_orphan(dead_dir), _stopped_orphan(live_dir)
+    try:
+        sweep_leftovers(Settings(build_dir=str(tmp_path / "b")))
+        deadline = time.monotonic() + 10
+        while _state(orphan) not in ("", "Z") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _state(orphan) in ("", "Z")  # killed, stopped as it was
+        assert not dead_dir.exists()  # and the dir it held swept after it
+        assert _state(ours) == "T" and live_dir.exists()  # a live owner's child is left alone
+    finally:
+        for pid in (orphan, ours):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for path in (dead_dir, live_dir):
+            shutil.rmtree(path, ignore_errors=True)

@@ -88,3 +88,37 @@ def test_prune_keeps_a_session_in_use(tmp_path: Path, capsys: pytest.CaptureFixt
         assert main(["sessions", "prune", "--sessions-dir", str(root)]) == 0
         assert session.path.is_dir()
     assert "in use" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", [["show", "@last"], ["sessions"]])
+def test_show_and_sessions_keep_whole_words_at_80_columns(tmp_path: Path,
+                                                          command: list[str]) -> None:
+    """Issue 23: at 80 columns no column wraps into 4-character pieces."""
+    session, _ = populated_session(tmp_path / "sessions")
+    session.close()
+    env = {**HERE, "COLUMNS": "80"}
+    done = subprocess.run([sys.executable, "-m", "cudal1_tui", *command, "--sessions-dir",
+                           str(tmp_path / "sessions")], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), done.stdout
+    rows = [line for line in lines if line.startswith("│")]
+    assert rows and session.id in done.stdout
+    if command[0] == "sessions":
+        assert any(session.id in line for line in rows), done.stdout
+    words = ("builtin:torch_compile", "incorrect", "accepted") if command[0] == "show" else ()
+    for word in words:
+        assert any(word in line for line in rows), (word, done.stdout)
+    assert not any(line.startswith("│") and set(line) <= set("│ ") for line in rows)
+
+
+def test_doctor_keeps_paths_whole_at_80_columns(tmp_path: Path) -> None:
+    config = tmp_path / "a-rather-long-directory-name-for-the-config" / "config.toml"
+    env = {**HERE, "COLUMNS": "80", "CUDAL1_CONFIG": str(config)}
+    done = subprocess.run([sys.executable, "-m", "cudal1_tui", "doctor", "--device", "cpu",
+                           "--base-url", "http://127.0.0.1:9/v1"], env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert str(config) in done.stdout.replace("\n", "")
+    assert "…" not in done.stdout

@@ -7,10 +7,11 @@ import socket
 from pathlib import Path
 
 import ui_problems as problems
-from textual.widgets import Button, Input, Log, RadioButton, Static, TextArea
+from textual.widgets import Button, Checkbox, Input, Log, RadioButton, Static, TextArea
 from ui_helpers import SIZE, engine_settings, plain, wait_until
 
 from cudal1_evaluator.schema import Result
+from cudal1_tui.cli.commands.open_cmd import exit_line
 from cudal1_tui.config import Settings
 from cudal1_tui.records import CandidateRecord
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
@@ -113,15 +114,34 @@ async def test_settings_and_export_reach_the_engine_and_the_store(
         assert (saved.temperature, saved.candidates_per_round) == (0.25, 3)
         assert config.read_text().startswith("# mine\n")
 
-        await pilot.press("e")
-        assert isinstance(app.screen, ExportScreen)
-        jsonl = next(b for b in app.screen.query(RadioButton) if b.name == "jsonl")
-        await pilot.click(jsonl)
+        app.runner.call(lambda e: e.update_settings(candidates_per_round=1))
+        await pilot.press("n")
+        await wait_until(pilot, lambda: app.query_one(VariantTable).row_count >= 1
+                         and not app.session.round_running, "a candidate to export")
         destination = tmp_path / "out" / "trace-export.jsonl"
-        app.screen.query_one("#export-dest", Input).value = str(destination)
-        await pilot.click("#export-go")
+        # nothing accepted and "accepted candidates only" ticked: no file, and it says so
+        await _export(app, pilot, destination, accepted_only=True)
+        await wait_until(pilot, lambda: any("nothing exported" in n.message
+                                            for n in app._notifications), "the notice")
+        assert not any(n.title.startswith("exported") for n in app._notifications)
+        assert not destination.exists()
+        await _export(app, pilot, destination, accepted_only=False)
         await wait_until(pilot, destination.is_file, "the export file")
+        assert destination.stat().st_size > 0
         assert not app.query_one(ErrorBanner).display
+
+
+async def _export(app: CudaL1App, pilot: object, destination: Path, *,
+                  accepted_only: bool) -> None:
+    await pilot.press("e")  # type: ignore[attr-defined]
+    assert isinstance(app.screen, ExportScreen)
+    jsonl = next(b for b in app.screen.query(RadioButton) if b.name == "jsonl")
+    await pilot.click(jsonl)  # type: ignore[attr-defined]
+    app.screen.query_one("#export-accepted", Checkbox).value = accepted_only
+    app.screen.query_one("#export-dest", Input).value = str(destination)
+    await pilot.click("#export-go")  # type: ignore[attr-defined]
+    await wait_until(pilot, lambda: not isinstance(app.screen, ExportScreen),  # type: ignore[arg-type]
+                     "the dialog to close")
 
 
 async def test_esc_stops_one_slot_and_keeps_its_reply_then_x_cancels_the_rounds(
@@ -145,6 +165,10 @@ async def test_esc_stops_one_slot_and_keeps_its_reply_then_x_cancels_the_rounds(
             stopped = next(iter(table.records.values()))
             assert stopped.parse_error.startswith("cancelled by the user")
             assert stopped.raw_response and stopped.round == 1
+            # the reasoning streamed before the stop is kept too, and the row says cancelled
+            assert stopped.reasoning and problems.REASONING.startswith(stopped.reasoning)
+            status = table.get_row(stopped.record_id)[table.column_keys.index("status")]
+            assert str(status) == "cancelled"
             assert app.session.round_running  # the next rounds go on
             await wait_until(pilot, lambda: app.query_one(ModelOutput).live is not None
                              and app.query_one(ModelOutput).live[0] == 2, "round 2 to stream")
@@ -190,7 +214,9 @@ async def test_server_down_shows_banner_then_retry_uses_the_server_once_up(
 
 async def test_open_a_past_session(problem_file: Path, settings: Settings,
                                    tmp_path: Path) -> None:
-    old = Session.create(problem_file, problems.PROBLEM, settings)
+    other = tmp_path / "other_problem.py"  # another problem's session (issue 23)
+    other.write_text(problems.PROBLEM, encoding="utf-8")
+    old = Session.create(other, problems.PROBLEM, settings)
     old.append_candidate(CandidateRecord(
         record_id="old-1", session_id=old.id, round=1, slot=0, source="model",
         problem_name="relu_scale", code=problems.CANDIDATE, result=Result(status="ok"),
@@ -220,6 +246,13 @@ async def test_open_a_past_session(problem_file: Path, settings: Settings,
         assert not (Path(settings.sessions_dir) / first).exists()
         assert old.path.is_dir()
         app.query_one(DetailPane).active = "tab-code"
+        await pilot.press("q")
+        await wait_until(pilot, lambda: app.return_code is not None, "the app to quit")
+    # the exit line resumes the session that was open, with its own problem file
+    assert app.closed_session == (old.id, str(old.path))
+    assert app.problem_path.resolve() == other.resolve()
+    line = exit_line(*app.closed_session, app.problem_path)
+    assert f"--resume {old.id}" in line and "other_problem.py" in line
 
 
 async def test_broken_problem_shows_the_inspection_then_retry_opens(
@@ -232,7 +265,11 @@ async def test_broken_problem_shows_the_inspection_then_retry_opens(
         banner = app.query_one(ErrorBanner)
         await wait_until(pilot, lambda: banner.display, "the error banner")
         assert "get_inputs" in plain(banner.query_one("#banner-message", Static))
-        assert app.runner.engine is None or not _ready(app)
+        assert app.runner.engine is None  # no half-open engine (issue 23)
+        await pilot.press("n")  # says what to do, never the engine's "call open() first"
+        notes = [n.message for n in app._notifications]
+        assert any("the session did not open" in n for n in notes), notes
+        assert app.open_error is not None and "could not open" in app.session.header_info.status
         problem_file.write_text(good, encoding="utf-8")
         await pilot.pause(0.3)  # let the banner's layout settle before clicking it
         await pilot.click("#banner-retry")

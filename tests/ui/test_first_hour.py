@@ -87,9 +87,13 @@ async def test_header_shows_the_reference_the_speedups_use() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await _round(app, _records())
         header = app.query_one(HeaderBar)
-        # the probe's estimate (500 µs) gives way to the reference timed beside the candidates
-        await wait_until(pilot, lambda: "eager 350.0 µs" in header.render().plain,
-                         "the timed reference", timeout=10)
+        table = app.query_one(VariantTable)
+        await wait_until(pilot, lambda: table.row_count == 5, "rows")
+        table.move_cursor(row=table.get_row_index("r3s0"))
+        # the probe's estimate (500 µs) gives way to the reference the selected row's speedup
+        # divides by, and the header says whose it is (issue 23)
+        await wait_until(pilot, lambda: "reference (row 3.0): eager 350.0 µs"
+                         in header.render().plain, "the timed reference", timeout=10)
         assert "torch.compile —" in header.render().plain  # no candidate's time stands in for it
 
 

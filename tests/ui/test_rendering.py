@@ -75,13 +75,17 @@ def test_formats_of_records() -> None:
 def test_round_and_settings_forms_reject_bad_values() -> None:
     assert parse_rounds("3") == 3
     assert parse_rounds("0") is None and parse_rounds("x") is None and parse_rounds("101") is None
-    values = {"model": "m", "temperature": "0.2", "candidates_per_round": "4", "exemplars": "2"}
-    assert parse_settings(values) == ({"model": "m", "temperature": 0.2,
+    values = {"base_url": "http://localhost:30000/v1", "model": "m", "temperature": "0.2",
+              "candidates_per_round": "4", "exemplars": "2"}
+    assert parse_settings(values) == ({"base_url": "http://localhost:30000/v1", "model": "m",
+                                       "temperature": 0.2,
                                        "candidates_per_round": 4, "exemplars": 2}, "")
     _, error = parse_settings({**values, "temperature": "hot"})
     assert "temperature" in error
     _, error = parse_settings({**values, "candidates_per_round": "99"})
     assert "out of range" in error
+    _, error = parse_settings({**values, "base_url": ""})  # issue 23: the server's address
+    assert "base_url" in error and "http" in error
 
 
 def test_export_dialog_offers_exactly_the_store_formats() -> None:

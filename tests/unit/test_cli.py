@@ -59,9 +59,35 @@ def test_broken_config_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monk
     config.write_text("temperature = = 1\n")
     monkeypatch.setenv("CUDAL1_CONFIG", str(config))
     assert main(["config", "show"]) == 1
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.startswith(f"{config}:1:") and "Traceback" not in err
+    assert err.count("error:") == 1  # never "error: …: error: …"
+    # the fix is a command: open the file at its line; `config show` then explains (issue 23)
+    assert f"fix: ${{EDITOR:-vi}} +1 {config}" in err
+    assert "temperature" in captured.out and "left out below" in captured.out
+
+
+def test_a_bad_environment_variable_is_fixed_by_unsetting_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("CUDAL1_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("CUDAL1_DEVICE", "gpu")
+    assert main(["sessions"]) == 1
     err = capsys.readouterr().err
-    assert str(config) in err.replace("\n", "") and "line 1" in err
-    assert "Traceback" not in err
+    assert err.startswith("environment variable CUDAL1_DEVICE: error: ")
+    assert "fix: unset CUDAL1_DEVICE" in err and "edit the file" not in err
+    assert main(["config", "show", "--json"]) == 1  # still shows what applies without it
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["device"]["value"] == "auto"
+
+
+def test_a_fix_with_brackets_prints_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    from cudal1_tui.cli.reporting import report
+    from cudal1_tui.errors import ExportError
+
+    report(ExportError("verl needs pyarrow", fix="pip install 'cudal1-tui[export]'"))
+    assert "fix: pip install 'cudal1-tui[export]'" in capsys.readouterr().err
 
 
 def test_api_key_is_masked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -129,5 +155,5 @@ def test_the_exit_line_names_the_session_and_the_next_commands() -> None:
                      Path("examples/relu.py"))
     assert line.splitlines() == [
         "session 2026-11-23_0900_relu_ab12cd saved in /s/2026-11-23_0900_relu_ab12cd",
-        "  resume: cudal1-tui examples/relu.py --resume",
+        "  resume: cudal1-tui examples/relu.py --resume 2026-11-23_0900_relu_ab12cd",
         "  export: cudal1-tui export 2026-11-23_0900_relu_ab12cd --format trl -o data.jsonl"]

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
@@ -21,16 +22,30 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(handler=run)
 
 
+MARKS = {"ok": "[green]ok[/]", "missing": "[red]missing[/]", "warn": "[yellow]warn[/]"}
+WIDE = 120  # below this a table would cut paths: one block per check instead
+
+
 def _render(checks: list[Check]) -> Table:
     table = Table(title="cudal1-tui doctor")
-    table.add_column("check")
-    table.add_column("status")
-    table.add_column("detail")
-    table.add_column("fix")
-    marks = {"ok": "[green]ok[/]", "missing": "[red]missing[/]", "warn": "[yellow]warn[/]"}
+    table.add_column("check", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("detail", overflow="fold")  # a path is folded, never cut
+    table.add_column("fix", overflow="fold")
     for check in checks:
-        table.add_row(check.name, marks[check.status], check.detail, check.fix)
+        table.add_row(check.name, MARKS[check.status], escape(check.detail), escape(check.fix))
     return table
+
+
+def _print_blocks(console: Console, checks: list[Check]) -> None:
+    """A narrow terminal: each check on its own lines, every path whole."""
+    console.print("[bold]cudal1-tui doctor[/]")
+    for check in checks:
+        console.print(f"{MARKS[check.status]}  [bold]{escape(check.name)}[/]")
+        if check.detail:
+            console.print(f"    {escape(check.detail)}", soft_wrap=True)
+        if check.fix:
+            console.print(f"    fix: {escape(check.fix)}", soft_wrap=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,5 +54,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([c.__dict__ for c in checks], indent=2))
     else:
-        Console().print(_render(checks))
+        console = Console(highlight=False)
+        if console.width < WIDE:
+            _print_blocks(console, checks)
+        else:
+            console.print(_render(checks))
     return 0

@@ -14,8 +14,10 @@ from rich.console import Console
 from rich.table import Table
 
 from cudal1_evaluator.schema import TOLERANCES, Job, Result
+from cudal1_tui.cli.reporting import report
+from cudal1_tui.config import Settings
 from cudal1_tui.engine.device import resolve_device
-from cudal1_tui.errors import ConfigError
+from cudal1_tui.errors import ConfigError, ProblemError
 from cudal1_tui.judging import JUDGE
 from cudal1_tui.present.verdict_text import verdict_details
 from cudal1_tui.uncertainty import interval_text, machine_busy, noise_warning, precision_text
@@ -139,18 +141,39 @@ def _print_summary(result: Result, console: Console) -> None:
         console.print(details, highlight=False)
 
 
+def reference_failed(result: Result) -> bool:
+    """Whether a failed verdict may be the problem's fault: the reference raised, or the
+    evaluation ended without a verdict before the candidate was tried."""
+    message = result.message
+    return result.status == "runtime_error" and not result.trials and (
+        "the reference failed" in message or "without a verdict" in message)
+
+
+def _problem_failure(args: argparse.Namespace, job: Job) -> ProblemError | None:
+    """The probe's compiler-style error when the problem itself fails, else None."""
+    from cudal1_tui.engine.jobs import probe_job
+    from cudal1_tui.engine.preflight import probe_failure
+
+    probe = JUDGE.probe(probe_job(Settings(), problem_source=job.problem_source,
+                                  problem_name=job.problem_name, device=job.device))
+    return None if probe.ok else probe_failure(args.problem, job.problem_name, probe)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         job = _job(args)
     except _Usage as exc:
         print(f"error: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    console = Console()
+    result = judge(job, console if console.is_terminal and not args.json else None)
+    failure = _problem_failure(args, job) if reference_failed(result) else None
+    if failure is not None:  # the problem, not the candidate: say so like the app and `run`
+        report(failure)
+        return NOT_OK
     if args.json:
-        result = judge(job)
         print(result.to_json())
         sys.stdout.flush()
     else:
-        console = Console()
-        result = judge(job, console if console.is_terminal else None)
         _print_summary(result, console)
     return 0 if result.ok else NOT_OK

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
 from cudal1_tui.cli.session_refs import resolve_ref
@@ -37,6 +38,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         help="prefix completions with the model's reasoning as <think>…</think>")
     parser.add_argument("--rescored", metavar="FORMULA", default="",
                         help="use rewards from `cudal1-tui rescore --formula FORMULA`")
+    parser.add_argument("--module-sizes", choices=("measured", "full"), default="measured",
+                        help="the module format's sizes: those the speedup was measured at "
+                        "(default; a CPU session's # cpu-sizes) or the file's full sizes")
     parser.add_argument("-o", "--output", type=Path, default=None,
                         help="output file (a directory for several formats); default: stdout")
     add_settings_flags(parser)
@@ -55,7 +59,8 @@ def _formats(text: str) -> list[str]:
 def _to_stdout(refs: list[str], fmt: str, options: ExportOptions, root: Path) -> ExportResult:
     if fmt in BINARY:
         raise ExportError(f"the {fmt} format is binary (parquet) and cannot go to stdout",
-                          fix="pass -o FILE.parquet")
+                          fix=f"cudal1-tui export {' '.join(refs)} --format {fmt} "
+                          "-o train.parquet")
     with tempfile.TemporaryDirectory() as tmp:
         result = export_sessions(refs, fmt, options, Path(tmp), root)
         sys.stdout.write(result.path.read_text(encoding="utf-8"))
@@ -67,21 +72,45 @@ def run(args: argparse.Namespace) -> int:
     root = sessions_dir(settings_from_args(args).settings)
     refs = [resolve_ref(ref, root) for ref in args.sessions]
     options = ExportOptions(min_speedup=args.min_speedup, only_accepted=args.only_accepted,
-                            with_reasoning=args.with_reasoning, rescored=args.rescored)
+                            with_reasoning=args.with_reasoning, rescored=args.rescored,
+                            module_sizes=args.module_sizes)
     formats: list[str] = args.format
     output: Path | None = args.output
     if len(formats) > 1:
         if output is None or (output.exists() and not output.is_dir()):
             raise ExportError("several formats are written to a directory, one file each",
-                              fix="pass -o DIR")
+                              fix=f"cudal1-tui export {' '.join(refs)} --format "
+                              f"{','.join(formats)} -o out/")
         output.mkdir(parents=True, exist_ok=True)
     err = Console(stderr=True, highlight=False)
+    empty = 0
     for fmt in formats:
         result = (_to_stdout(refs, fmt, options, root) if output is None
                   else export_sessions(refs, fmt, options, output, root))
+        if result.rows == 0:
+            empty += 1
+            _drop_empty(result.path)
+            err.print(f"[yellow]nothing exported ({fmt}): {nothing_matched(options)}[/]")
+            continue
         noun = "row" if result.rows == 1 else "rows"
         err.print(f"wrote {result.rows} {noun} from {result.sessions} session(s) "
-                  f"to {result.path} ({fmt})")
-        if result.rows == 0:
-            err.print("[yellow]nothing matched the filters[/]")
-    return 0
+                  f"to {escape(str(result.path))} ({fmt})")
+    return 1 if empty else 0
+
+
+def nothing_matched(options: ExportOptions) -> str:
+    """Why an export has no row, in words a user can act on."""
+    if options.only_accepted:
+        return "no candidate was accepted (drop --only-accepted, or accept one in the app)"
+    if options.min_speedup is not None:
+        return f"no candidate reached --min-speedup {options.min_speedup:g}"
+    return "the sessions hold no candidate this format keeps"
+
+
+def _drop_empty(path: Path) -> None:
+    """An export without rows leaves no file: a 0-byte ``data.jsonl`` looks like a success."""
+    try:
+        if path.is_file():
+            path.unlink()
+    except OSError:
+        pass

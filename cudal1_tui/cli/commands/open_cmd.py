@@ -9,16 +9,23 @@ commands that resume and export it.
 from __future__ import annotations
 
 import argparse
-import os
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudal1_tui.cli.options import add_settings_flags, settings_from_args
+from cudal1_tui.cli.reporting import report
 from cudal1_tui.cli.session_refs import LAST, resolve_ref
-from cudal1_tui.config import sessions_dir
-from cudal1_tui.engine.shutdown import on_termination
-from cudal1_tui.errors import ProblemError
+from cudal1_tui.config import Settings, sessions_dir
+from cudal1_tui.engine.shutdown import (
+    close_within,
+    exit_now,
+    on_termination,
+    remove_own_temp_dirs,
+)
+from cudal1_tui.errors import Cudal1Error, ProblemError
 
 if TYPE_CHECKING:
     from cudal1_tui.ui.app import CudaL1App
@@ -50,16 +57,36 @@ def static_errors(path: Path) -> list[str]:
 
 
 def exit_line(session_id: str, session_path: str, problem: Path) -> str:
+    """What to do next with the session the app had open when it closed (``o`` may have
+    opened another problem's): the resume line names that session, never "the newest"."""
     return (f"session {session_id} saved in {session_path}\n"
-            f"  resume: cudal1-tui {problem} --resume\n"
+            f"  resume: cudal1-tui {shown_path(problem)} --resume {session_id}\n"
             f"  export: cudal1-tui export {session_id} --format trl -o data.jsonl")
 
 
-def _close(app: CudaL1App, signum: int) -> None:
+def shown_path(path: Path) -> Path:
+    """``path`` relative to the working directory when it is under it (as typed), else as is."""
     try:
-        app.call_from_thread(app.close_and_exit)
-    except RuntimeError:  # no app running (not yet, or no more): nothing to save
-        os._exit(128 + signum)
+        return path.resolve().relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+EXIT_GRACE_S = 30.0  # SIGTERM: the app's own exit, or the process ends anyway after this
+CLOSE_LIMIT_S = 20.0  # closing the session (the running stage cancelled) within this
+
+
+def _close(app: CudaL1App, signum: int) -> None:
+    """SIGTERM: the normal exit (session saved, the exit line printed), bounded in time;
+    SIGHUP (the terminal went away): save and leave at once, drawing nothing."""
+    if signum != signal.SIGHUP:
+        try:
+            app.call_from_thread(app.close_and_exit)
+        except RuntimeError:  # no app running (not yet, or no more): nothing to save
+            exit_now(128 + signum)
+        time.sleep(EXIT_GRACE_S)  # the app's exit ends the process before this returns
+    close_within(app.runner.close, CLOSE_LIMIT_S)
+    exit_now(128 + signum)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,6 +105,12 @@ def run(args: argparse.Namespace) -> int:
     resume = args.resume
     if resume is not None:
         resume = resolve_ref(resume, sessions_dir(settings), problem=path.stem)
+    elif not args.measure_startup:
+        on_termination(lambda signum: exit_now(128 + signum))  # no session yet: nothing to save
+        failed = _probe_first(path, settings, args.sizes)
+        if failed is not None:
+            report(failed)
+            return BROKEN_FILE
     # Imported here so `cudal1-tui --help` and the other commands do not load Textual.
     from cudal1_tui.ui.app import CudaL1App
 
@@ -89,5 +122,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"first frame: {app.first_frame_ms:.0f} ms after the app was built "
               f"(at {app.first_frame_at:.6f})")
     elif app.closed_session is not None:
-        print(exit_line(*app.closed_session, path))
+        print(exit_line(*app.closed_session, app.problem_path))
+    if app.open_error is not None:  # the session never opened (a resumed one's probe failed)
+        report(app.open_error)
+    remove_own_temp_dirs()  # the runner is closed: no child of ours uses them any more
     return code if isinstance(code, int) else 0
+
+
+def _probe_first(path: Path, settings: Settings, sizes: str) -> Cudal1Error | None:
+    """The session's probe, before any screen: a reference that fails it is reported like a
+    broken file (the session's opening reuses the passed probe)."""
+    from cudal1_tui.engine.preflight import preflight
+
+    print(f"probing {path}…", file=sys.stderr, flush=True)
+    try:
+        return preflight(path, settings, sizes)
+    except Cudal1Error as exc:
+        return exc

@@ -30,14 +30,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(handler=run)
 
 
-def _table(rows: list[SessionSummary], root: str) -> Table:
-    table = Table(title=f"sessions in {root}")
-    for column in ("id", "problem", "cands", "best", "accepted", "model"):
+NARROW = 110  # below this problem and model go: the others keep whole words
+
+
+def _table(rows: list[SessionSummary], root: str, width: int = 200) -> Table:
+    columns = ["id", "problem", "cands", "best", "accepted", "model"]
+    if width < NARROW:  # the id names the problem already
+        columns = [c for c in columns if c not in ("problem", "model")]
+    table = Table(title=f"sessions in {root}", title_justify="left")
+    for column in columns:
         table.add_column(column, justify="right" if column == "cands" else "left",
-                         overflow="fold", no_wrap=column == "id")
+                         overflow="fold", no_wrap=column != "problem")
     for s in rows:
-        table.add_row(s.session_id, s.problem, str(s.candidates), speed_text(s.best_speedup, DASH),
-                      speed_text(s.accepted_speedup, DASH), s.model or "-")
+        cells = {"id": s.session_id, "problem": s.problem, "cands": str(s.candidates),
+                 "best": speed_text(s.best_speedup, DASH),
+                 "accepted": speed_text(s.accepted_speedup, DASH), "model": s.model or "-"}
+        table.add_row(*(cells[c] for c in columns))
     return table
 
 
@@ -70,5 +78,6 @@ def run(args: argparse.Namespace) -> int:
     elif not rows:
         Console().print(f"no sessions in {root} yet; start one with `cudal1-tui FILE`")
     else:
-        Console().print(_table(rows, str(root)))
+        console = Console()
+        console.print(_table(rows, str(root), console.width))
     return 0

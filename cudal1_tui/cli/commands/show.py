@@ -94,13 +94,23 @@ def _as_json(session: Session) -> SessionJson:
     }
 
 
-def _candidates_table(session: Session) -> Table:
-    table = Table(title=f"{session.id} — {session.meta.problem_name}")
-    for column in ("round", "slot", "record", "source", "status", "speedup", "p10–p90",
-                   "reward", "flags", "decision"):
-        table.add_column(column, overflow="fold", no_wrap=column == "record")
+COLUMNS = ("round", "slot", "record", "source", "status", "speedup", "p10–p90", "reward",
+           "flags", "decision")
+NARROW_COLUMNS = ("rnd", "source", "status", "speedup", "decision")  # 80 columns: whole words
+NARROW = 140
+
+
+def _candidates_table(session: Session, width: int = 200) -> Table:
+    narrow = width < NARROW
+    table = Table(title=f"{session.id} — {session.meta.problem_name}", title_justify="left")
+    for column in NARROW_COLUMNS if narrow else COLUMNS:
+        table.add_column(column, overflow="fold",
+                         no_wrap=column not in ("source", "flags", "speedup"))
     for r in session.records():
         status = f"[green]{r.status}[/]" if r.status == "ok" else f"[red]{r.status}[/]"
+        if narrow:
+            table.add_row(f"{r.round}.{r.slot}", r.source, status, _speedup(r), r.decision)
+            continue
         table.add_row(str(r.round), str(r.slot), r.record_id, r.source, status,
                       _speedup(r), interval_text(r.result), f"{r.reward:.3g}",
                       ",".join(r.flag_codes(include_info=True)),
@@ -122,7 +132,10 @@ def _print(console: Console, session: Session) -> None:
         console.print(f"[yellow]warning:[/] {warning}")
     for note in session.notes:
         console.print(f"note: {note}", highlight=False)
-    console.print(_candidates_table(session))
+    console.print(_candidates_table(session, console.width))
+    if console.width < NARROW:
+        console.print("(a narrow terminal: `cudal1-tui show SESSION --json` has every field)",
+                      style="dim")
     best = session.best()
     console.print(f"best: {speed_text(best.speedup, DASH) if best else '-'}"
                   f"{f' ({best.record_id})' if best else ''}")

@@ -30,6 +30,7 @@ class ExportOptions:
     only_accepted: bool = False
     with_reasoning: bool = False
     rescored: str = ""
+    module_sizes: str = "measured"  # the module's sizes: "measured" (as timed) or "full"
 
 
 @dataclass

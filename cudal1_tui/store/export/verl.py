@@ -74,7 +74,8 @@ def _schema() -> Any:
         import pyarrow as pa
     except ImportError:
         raise ExportError("the verl format needs pyarrow",
-                          fix="pip install 'cudal1-tui[export]'") from None
+                          fix="pip install 'pyarrow>=15'   # the [export] extra: "
+                          "pip install 'cudal1-tui[export]'") from None
     message = pa.struct([("role", pa.string()), ("content", pa.string())])
     return pa.schema([
         ("data_source", pa.string()),

@@ -30,6 +30,10 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Button(self._yes, id="confirm-yes", variant="error")
                 yield Button("Cancel", id="confirm-no", variant="primary")
 
+    def on_mount(self) -> None:
+        # the safe answer has the focus: a stray enter never quits or accepts
+        self.query_one("#confirm-no", Button).focus()
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         self.dismiss(event.button.id == "confirm-yes")

@@ -22,7 +22,7 @@ from cudal1_tui.config import Settings
 from cudal1_tui.errors import Cudal1Error
 from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.actions import ACTIONS
-from cudal1_tui.ui.baseline import latest_times
+from cudal1_tui.ui.baseline import PROBE_LABEL, header_reference
 from cudal1_tui.ui.diffing import Layout
 from cudal1_tui.ui.display import DisplayOptions
 from cudal1_tui.ui.event_rendering import render_event
@@ -148,8 +148,10 @@ class SessionScreen(Screen[None]):
             "ready · n: next round, ?: help",
             session_id=session_id,
             device=self.header_info.device or (engine.device if engine else ""),
-            reference_ms=engine.reference_ms if engine else None,
         )
+        if self.header_info.reference_label == PROBE_LABEL:  # no row timed yet
+            self.set_status(self.header_info.status,
+                            reference_ms=engine.reference_ms if engine else None)
         self.query_one(ProgressStrip).set_idle()
 
     # ── rounds ──────────────────────────────────────────────────────────────
@@ -169,11 +171,14 @@ class SessionScreen(Screen[None]):
 
     def action_cancel(self) -> None:
         live = self.query_one(ModelOutput).live
-        if live is not None and self.runner.cancel_slot(live[1]):
+        if live is None:
+            self.action_cancel_round()
+        elif self.runner.cancel_slot(live[1]):
             self.set_status(f"stopped slot {live[0]}.{live[1]}; the round goes on "
                             "(X cancels the round)")
-            return
-        self.action_cancel_round()
+        else:  # its reply is complete: it is being evaluated, and nothing was stopped
+            self.notify(f"slot {live[0]}.{live[1]} has finished replying and is being "
+                        "evaluated: nothing to stop (X cancels the round)")
 
     def action_cancel_round(self) -> None:
         if self.runner.cancel():
@@ -183,9 +188,17 @@ class SessionScreen(Screen[None]):
 
     def _engine_ready(self) -> bool:
         if self.runner.engine is None:
-            self.notify("the session is still opening", severity="warning")
+            failed = getattr(self.app, "open_error", None)
+            self.notify("the session did not open: fix what the banner says, then Retry"
+                        if failed is not None else "the session is still opening",
+                        severity="warning")
             return False
         return True
+
+    def open_failed(self) -> None:
+        """The session could not open: nothing animates as if it were still on its way."""
+        self.set_status("the session could not open · fix it, then Retry (q quits)")
+        self.query_one(ProgressStrip).set_idle("not open")
 
     def start_rounds(self, n: int, *, recheck: bool = False) -> None:
         """Run ``n`` rounds in a worker; ``recheck``: ask the model server again first."""
@@ -285,11 +298,9 @@ class SessionScreen(Screen[None]):
         if self.select_best_next and table.select_best():
             self.select_best_next = False
         ok = [r.speedup for r in message.records if r.status == "ok" and r.speedup is not None]
-        eager, compiled = latest_times(message.records)
         self.set_status(self.header_info.status,
-                        best_speedup=max(ok) if ok else self.header_info.best_speedup,
-                        reference_ms=eager or self.header_info.reference_ms,
-                        torch_compile_ms=compiled or self.header_info.torch_compile_ms)
+                        best_speedup=max(ok) if ok else self.header_info.best_speedup)
+        self.show_reference()
         for record in message.records:
             self._log_failure(record)
         chosen = table.selected_id()
@@ -330,6 +341,16 @@ class SessionScreen(Screen[None]):
         self.query_one(DetailPane).show_record(record)
         self.query_one(ModelOutput).show_record(record)
         self.render_diff(record)
+        self.show_reference()
+
+    def show_reference(self) -> None:
+        """The header's reference: the one the selected row's speedup divides by."""
+        records = list(self.query_one(VariantTable).records.values())
+        shown = header_reference(self.selected_record(), records)
+        if shown is not None:
+            self.set_status(self.header_info.status, reference_ms=shown.eager_ms,
+                            reference_label=shown.label,
+                            torch_compile_ms=shown.torch_compile_ms)
 
     # ── the diff, tabs and sorting ──────────────────────────────────────────
     def action_diff_base(self) -> None:

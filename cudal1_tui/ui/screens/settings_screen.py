@@ -26,6 +26,7 @@ class Field:
 
 
 FIELDS: tuple[Field, ...] = (
+    Field("base_url", "model server (base_url)"),
     Field("model", "model (empty: the server's first)"),
     Field("temperature", "temperature (0–2)", 0.0, 2.0),
     Field("candidates_per_round", "candidates per round (1–16)", 1, 16),
@@ -45,6 +46,8 @@ def parse_settings(values: dict[str, str]) -> tuple[dict[str, Scalar], str]:
             return {}, f"{field.label}: {exc}"
         if isinstance(value, int | float) and not field.low <= value <= field.high:
             return {}, f"{field.label}: {value} is out of range"
+        if field.name == "base_url" and not str(value).startswith(("http://", "https://")):
+            return {}, f"{field.label}: an http(s) address, e.g. http://localhost:8000/v1"
         out[field.name] = value
     return out, ""
 

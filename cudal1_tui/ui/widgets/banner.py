@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -23,8 +24,9 @@ class ErrorBanner(Horizontal):
     def show(self, message: str, fix: str = "", *, retry: bool = True,
              severity: Literal["error", "info"] = "error") -> None:
         self.set_class(severity == "info", "-info")
-        self.query_one("#banner-message", Static).update(f"[b]{severity}[/b] {message}")
-        self.query_one("#banner-fix", Static).update(f"[b]fix[/b] {fix}" if fix else "")
+        # the text as written: `pip install 'cudal1-tui[export]'` is no markup
+        self.query_one("#banner-message", Static).update(f"[b]{severity}[/b] {escape(message)}")
+        self.query_one("#banner-fix", Static).update(f"[b]fix[/b] {escape(fix)}" if fix else "")
         self.query_one("#banner-retry", Button).display = retry
         self.display = True
 

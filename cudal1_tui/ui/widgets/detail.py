@@ -19,7 +19,7 @@ from cudal1_tui.present.verdict_text import record_details
 from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.code_highlight import cuda_highlight_query, cuda_language, cuda_sources
 from cudal1_tui.ui.diffing import Layout, render_diff, stats
-from cudal1_tui.ui.format import STATUS_STYLE
+from cudal1_tui.ui.format import STATUS_STYLE, record_status
 from cudal1_tui.ui.widgets.output import ModelOutput
 from cudal1_tui.uncertainty import interval_text, noise_warning, precision_text
 
@@ -32,9 +32,9 @@ NO_CUDA = "// this variant embeds no CUDA/C++ source (a PyTorch-level change)"
 def findings_text(record: CandidateRecord) -> Text:
     """The selected variant's verdict, integrity findings and compiler output."""
     result = record.result
-    style = STATUS_STYLE.get(record.status, "")
+    status = record_status(record)
     text = Text.assemble((f"{record.round}.{record.slot} {record.source}: ", "bold"),
-                         (record.status, style))
+                         (status, STATUS_STYLE.get(status, "")))
     if record.speedup is not None:
         interval = interval_text(result)
         text.append(f"\nspeedup {precision_text(result, record.speedup)}"

@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from cudal1_tui.ui.baseline import PROBE_LABEL
 from cudal1_tui.ui.display import display_of
 
 
@@ -16,6 +17,7 @@ class HeaderInfo:
     problem: str = ""
     device: str = ""
     reference_ms: float | None = None
+    reference_label: str = PROBE_LABEL  # whose reference: "row 1.2", "probe estimate"
     torch_compile_ms: float | None = None
     best_speedup: float | None = None
     session_id: str = ""
@@ -28,13 +30,16 @@ class HeaderBar(Static):
     def render(self) -> Text:
         info = self.info
         shown = display_of(self)
+        # which row's reference is shown is fixed; how it was taken depends on the clock
+        label = info.reference_label.split(",")[0] if shown.mask_measurements \
+            else info.reference_label
         # most important first: a narrow terminal cuts each line's end, never wraps it
         first = Text.assemble(
             ("cudal1-tui ", "bold #61afef"),
             (info.problem or "…", "bold"),
             ("  best ", "dim"),
             (shown.speedup(info.best_speedup), "bold green" if info.best_speedup else ""),
-            ("  reference: eager ", "dim"),
+            (f"  reference ({label}): eager ", "dim"),
             shown.ms(info.reference_ms),
             (" · torch.compile ", "dim"),
             shown.ms(info.torch_compile_ms),

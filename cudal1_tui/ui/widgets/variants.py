@@ -14,9 +14,17 @@ from rich.text import Text
 from textual import events
 from textual.widgets import DataTable
 
+from cudal1_tui.measurements import noise_of
 from cudal1_tui.records import CandidateRecord
 from cudal1_tui.ui.display import DEFAULT, DisplayOptions, display_of
-from cudal1_tui.ui.format import STATUS_STYLE, flags_text, max_error, record_flags, source_text
+from cudal1_tui.ui.format import (
+    STATUS_STYLE,
+    flags_text,
+    max_error,
+    record_flags,
+    record_status,
+    source_text,
+)
 from cudal1_tui.ui.messages import VariantChosen
 from cudal1_tui.uncertainty import interval_text, noisy
 
@@ -36,9 +44,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("status", "status", 13, 7),
     Column("speedup", "speedup", 8, 8),
     Column("range", "p10–p90", 11, 2),
-    Column("error", "max err", 7, 1),
+    Column("error", "max err", 8, 1),  # widths leave room for the sort arrow
     Column("flags", "flags", 10, 5),
-    Column("decision", "decision", 8, 6),
+    Column("decision", "decision", 9, 6),
 )
 CELL_PADDING = 2  # DataTable pads each cell by one column on either side
 MIN_SOURCE = 12  # the source column shrinks to this before whole columns drop
@@ -64,20 +72,34 @@ def speedup_style(record: CandidateRecord) -> str:
     speedup = record.speedup
     if speedup is None:
         return ""
-    if speedup < 1.0:
+    if round(speedup, 2) < 1.0:
         return "bold red"
-    if speedup <= WIN or noisy(record.result):
+    if speed_doubt(record) or noisy(record.result):
         return "yellow"
     return "bold green"
 
 
+def speed_doubt(record: CandidateRecord) -> str:
+    """Why ``record``'s speedup is no real win, judged as the table shows it (``1.00×`` is
+    no win, whatever digits follow) and against the timing noise; "" for a real win."""
+    speedup = record.speedup
+    if speedup is None:
+        return "its speedup was not measured"
+    shown, noise = round(speedup, 2), noise_of(record.result)
+    if shown <= 1.0:
+        return f"it is not faster than the reference ({shown:.2f}×)"
+    if shown <= WIN:
+        return f"{shown:.2f}× is not above the win threshold ({WIN:.2f}×)"
+    if "speedup_within_noise" in record.flag_codes(include_info=True) or (
+            abs(speedup - 1.0) <= noise):
+        return f"{shown:.2f}× is inside the timing noise (±{noise:.1%}): it may be no faster"
+    return ""
+
+
 def accept_doubts(record: CandidateRecord) -> list[str]:
     """Why accepting ``record`` needs a confirmation; empty when it does not."""
-    doubts = []
-    if record.speedup is None:
-        doubts.append("its speedup was not measured")
-    elif record.speedup <= 1.0:
-        doubts.append(f"it is not faster than the reference ({record.speedup:.2f}×)")
+    doubt = speed_doubt(record)
+    doubts = [doubt] if doubt else []
     flags = record_flags(record)
     if flags:
         doubts.append(f"it carries integrity findings ({flags_text(flags)}); its speedup may "
@@ -92,17 +114,25 @@ def best_record(records: list[CandidateRecord]) -> CandidateRecord | None:
     return max(clean, key=lambda r: r.speedup or 0.0, default=None)
 
 
+def _needed(columns: list[Column], shrink_source: bool) -> int:
+    total = sum(c.width + CELL_PADDING for c in columns)
+    source = next((c for c in columns if c.key == "source"), None)
+    return total - (source.width - MIN_SOURCE if source is not None and shrink_source else 0)
+
+
 def visible_columns(width: int) -> list[Column]:
-    """The columns that fit in ``width`` cells, dropping the least important first."""
+    """The columns that fit in ``width`` cells, dropping the least important first; the
+    source column narrows (to ``MIN_SOURCE``) only once every column less important than
+    it has gone, so a built-in's name is not cut while the range still shows."""
     shown = list(COLUMNS)
+    source_keep = next(c.keep for c in COLUMNS if c.key == "source")
     while len(shown) > 1:
-        needed = sum(c.width + CELL_PADDING for c in shown)
-        source = next((c for c in shown if c.key == "source"), None)
-        if source is not None:
-            needed -= source.width - MIN_SOURCE
-        if needed <= width:
+        weakest = min(shown, key=lambda c: c.keep)
+        if _needed(shown, shrink_source=False) <= width:
             break
-        shown.remove(min(shown, key=lambda c: c.keep))
+        if weakest.keep >= source_keep and _needed(shown, shrink_source=True) <= width:
+            break
+        shown.remove(weakest)
     return shown
 
 
@@ -111,7 +141,8 @@ def row_cells(record: CandidateRecord, keys: list[str],
     cells = {
         "round": lambda: Text(f"{record.round}.{record.slot}", justify="right"),
         "source": lambda: Text(source_text(record.source)),
-        "status": lambda: Text(record.status, style=STATUS_STYLE.get(record.status, "")),
+        "status": lambda: Text(record_status(record),
+                               style=STATUS_STYLE.get(record_status(record), "")),
         "speedup": lambda: Text(shown.speedup(record.speedup), justify="right",
                                 style=shown.measured_style(speedup_style(record))),
         "range": lambda: Text("•" if shown.mask_measurements and interval_text(record.result)
@@ -129,25 +160,35 @@ class VariantTable(DataTable[Text]):
         self._records: dict[str, CandidateRecord] = {}
         self._sort: tuple[str, bool] = ("round", False)
         self._columns: list[Column] = []
+        self._shown_source = 0
 
     def on_mount(self) -> None:
         self._set_columns(visible_columns(self.size.width or 200))
 
     def on_resize(self, event: events.Resize) -> None:
         wanted = visible_columns(event.size.width)
-        if wanted != self._columns:
+        # the source's width follows the table's too (it is not known at mount)
+        if wanted != self._columns or self._source_width(wanted) != self._shown_source:
             self._set_columns(wanted)
+
+    def _source_width(self, columns: list[Column]) -> int:
+        spare = self.size.width - sum(c.width + CELL_PADDING for c in columns)
+        full = next((c.width for c in columns if c.key == "source"), 0)
+        return max(MIN_SOURCE, full + spare) if spare < 0 else full
+
+    def _label(self, column: Column) -> str:
+        """The column's name, with ▲ (ascending) or ▼ on the one the table is sorted by."""
+        name, reverse = self._sort
+        return column.label + (("▼" if reverse else "▲") if column.key == name else "")
 
     def _set_columns(self, columns: list[Column]) -> None:
         keep = self.selected_id() if self._columns else None
         self.clear(columns=True)
         self._columns = columns
-        spare = self.size.width - sum(c.width + CELL_PADDING for c in columns)
+        self._shown_source = self._source_width(columns)
         for column in columns:
-            width = column.width
-            if column.key == "source" and spare < 0:
-                width = max(MIN_SOURCE, width + spare)
-            self.add_column(column.label, key=column.key, width=width)
+            width = self._shown_source if column.key == "source" else column.width
+            self.add_column(self._label(column), key=column.key, width=width)
         self._redraw(keep)
 
     @property
@@ -178,7 +219,7 @@ class VariantTable(DataTable[Text]):
     def sort_by(self, column: str) -> None:
         name, reverse = self._sort
         self._sort = (column, not reverse if column == name else column == "speedup")
-        self._redraw(self.selected_id())
+        self._set_columns(self._columns)  # the arrow moves to the sorted column
 
     def _redraw(self, keep: str | None) -> None:
         if not self._columns:
