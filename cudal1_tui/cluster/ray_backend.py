@@ -23,7 +23,7 @@ import cudal1_evaluator
 from cudal1_evaluator.schema import Job, ProbeJob, ProbeResult, Result
 from cudal1_tui.cluster import ray_tasks
 from cudal1_tui.engine.fleet import Fleet
-from cudal1_tui.engine.lanes import RayLanes
+from cudal1_tui.engine.lanes import SlotLanes
 from cudal1_tui.errors import FleetError
 from cudal1_tui.judging import IsolatedJudge, Prepared, Progress, unevaluated
 
@@ -108,5 +108,5 @@ def ray_fleet(address: str, device_setting: str) -> Fleet:
     width = gpus or int(resources.get("CPU", 1))
     device = "cuda" if gpus else "cpu"
     what = f"{gpus} GPU(s)" if gpus else f"{width} CPU(s)"
-    return Fleet(RayLanes(width, device), RayJudge(ray, gpus > 0), device,
+    return Fleet(SlotLanes(width, device), RayJudge(ray, gpus > 0), device,
                  f"Ray cluster at {address}: {what}", close_hook=ray.shutdown)

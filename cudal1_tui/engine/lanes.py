@@ -3,9 +3,9 @@
 A lane is one device that times one evaluation at a time: a GPU (``cuda:N``) or the CPU.
 ``LocalLanes`` hands out the host's lanes to whichever evaluation asks first; a lane taken is
 also held across processes (``device_lock.hold_device``), so a second cudal1-tui run on the
-same GPU waits instead of timing beside us. ``RayLanes`` hands out slots only: Ray itself
-places each evaluation on a GPU of the cluster (a task of ``num_gpus=1``) and never runs two
-on one GPU, so no lock is taken here.
+same GPU waits instead of timing beside us. ``SlotLanes`` hands out slots only, for a
+scheduler that places the work itself: Ray puts each evaluation on a GPU of the cluster (a
+task of ``num_gpus=1``) and never runs two on one GPU, so no lock is taken here.
 
 Each lane counts the seconds it was busy, for the throughput report.
 """
@@ -136,8 +136,8 @@ class LocalLanes:
         return self._free.usage()
 
 
-class RayLanes:
-    """``width`` slots for evaluations in flight on a Ray cluster; Ray picks the GPU."""
+class SlotLanes:
+    """``width`` slots for evaluations in flight (on a Ray cluster: Ray picks the GPU)."""
 
     def __init__(self, width: int, device: str) -> None:
         self._free = _FreeList([Lane(device) for _ in range(max(1, width))])
@@ -149,7 +149,7 @@ class RayLanes:
     @contextmanager
     def hold(self, holder: str, on_wait: OnWait | None = None,
              cancel: threading.Event | None = None) -> Iterator[Lane | None]:
-        del holder  # Ray's own scheduling keeps evaluations apart
+        del holder  # the scheduler that runs the work keeps evaluations apart
         lane = self._free.take(on_wait, cancel)
         if lane is None:
             yield None
