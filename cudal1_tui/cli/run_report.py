@@ -9,6 +9,7 @@ each round's last reply: a round's evaluations start only when its replies are p
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,6 +37,12 @@ class Outcome:
     source: str
     status: str
     speedup: float | None
+    code_sha: str  # sha256 of the candidate's code, first 16 hex digits: the same code
+    # across runs (a benchmark matches its corpus candidates by it)
+
+
+def code_sha(code: str) -> str:
+    return hashlib.sha256(code.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 @dataclass
@@ -87,7 +94,7 @@ def build_report(fleet: Fleet, elapsed_s: float,
     usage = fleet.usage()
     lanes = _use(sum(u.busy_s for u in usage), elapsed_s, len(usage))
     builds = _use(fleet.builds.busy_s, elapsed_s, fleet.builds.workers)
-    outcomes = [Outcome(name, r.record_id, r.source, r.status, r.speedup)
+    outcomes = [Outcome(name, r.record_id, r.source, r.status, r.speedup, code_sha(r.code))
                 for name, recs in records.items() for r in recs]
     count = len(outcomes)
     return RunReport(

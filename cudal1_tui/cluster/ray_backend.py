@@ -40,15 +40,24 @@ def import_ray() -> Any:
                           ) from exc
 
 
+def runtime_env() -> dict[str, Any]:
+    """The evaluator package travels with the job: workers need torch, not cudal1-tui."""
+    return {"py_modules": [str(Path(cudal1_evaluator.__file__).resolve().parent)]}
+
+
+def ship_tasks(ray: Any) -> None:
+    """The task functions go by value: ``cudal1_tui`` need not exist on the workers."""
+    ray.cloudpickle.register_pickle_by_value(ray_tasks)
+
+
 def connect(ray: Any, address: str) -> None:
-    """Join the cluster; the evaluator package goes with every task (workers need torch)."""
+    """Join the cluster (unless this process already has, e.g. a test's local instance)."""
+    ship_tasks(ray)
     if ray.is_initialized():
         return
-    package = str(Path(cudal1_evaluator.__file__).resolve().parent)
-    ray.cloudpickle.register_pickle_by_value(ray_tasks)
     try:
-        ray.init(address=address, runtime_env={"py_modules": [package]},
-                 log_to_driver=False, logging_level="WARNING")
+        ray.init(address=address, runtime_env=runtime_env(), log_to_driver=False,
+                 logging_level="WARNING")
     except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError, ...
         raise FleetError(f"cannot reach the Ray cluster at {address}: {exc}",
                           fix="start it (`ray start --head`) or check the address "
