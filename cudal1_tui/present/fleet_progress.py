@@ -78,25 +78,26 @@ class FleetProgress:
         elapsed = time.monotonic() - self.started
         lanes = self.usage()
         busy = sum(u.busy_s for u in lanes)
-        total = sum(v.candidates for v in self.problems.values())
+        total = sum(v.candidates for v in list(self.problems.values()))
         share = busy / (elapsed * len(lanes)) if elapsed > 0 and lanes else 0.0
         return Text(f"{self.label} · {elapsed:.0f} s · {total} candidate(s), "
                     f"{per_minute(total, elapsed):.1f}/min · lanes busy {share:.0%}",
                     style="bold")
 
     def _render(self) -> Group:
-        with self._lock:
-            table = Table(box=None, pad_edge=False)
-            for column in ("problem", "round", "now", "cand.", "ok", "best"):
-                table.add_column(column)
-            for name, view in self.problems.items():
-                table.add_row(name, str(view.round or ""), self._now(name, view),
-                              str(view.candidates), str(view.ok), speed_text(view.best))
-            return Group(self._header(), table)
+        """Called by the Live's refresh thread, which holds the console: it takes no lock of
+        ours (an emitter printing under our lock waits for the console), reading copies."""
+        table = Table(box=None, pad_edge=False)
+        for column in ("problem", "round", "now", "cand.", "ok", "best"):
+            table.add_column(column)
+        for name, view in list(self.problems.items()):
+            table.add_row(name, str(view.round or ""), self._now(name, view),
+                          str(view.candidates), str(view.ok), speed_text(view.best))
+        return Group(self._header(), table)
 
     def _now(self, name: str, view: HeadlessProgress) -> str:
         state = self.states.get(name, "")
         if state != "open":
             return state
-        stages = Counter(s.stage for s in view.slots.values() if s.stage)
+        stages = Counter(s.stage for s in list(view.slots.values()) if s.stage)
         return ", ".join(f"{n} {stage}" for stage, n in sorted(stages.items())) or "…"
