@@ -15,6 +15,7 @@ ninja and g++ for CUDA candidates), as on one host.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ class RayJudge(IsolatedJudge):
                  cancel: threading.Event | None = None) -> Result:
         if on_progress is not None:
             on_progress("verifying", 0, 0, "evaluating on the Ray cluster")
-        ref = self._evaluate.remote(job.to_json())
+        ref = self._evaluate.remote(job.to_json(), os.environ.get(ray_tasks.OMP))
         text = self._wait(ref, cancel)
         if text is None:
             return unevaluated("runtime_error", "cancelled while evaluating on the cluster",
@@ -90,7 +91,7 @@ class RayJudge(IsolatedJudge):
         return result
 
     def probe(self, job: ProbeJob) -> ProbeResult:
-        text = self._wait(self._probe.remote(job.to_json()), None)
+        text = self._wait(self._probe.remote(job.to_json(), os.environ.get(ray_tasks.OMP)), None)
         return ProbeResult.from_json(text or "{}")
 
     def _wait(self, ref: Any, cancel: threading.Event | None) -> str | None:

@@ -168,3 +168,22 @@ def test_two_lanes_evaluate_at_once_and_keep_verdicts_apart(tmp_path: Path) -> N
 def _one_round(engine: Engine) -> None:
     engine.open()
     engine.run_round()
+
+
+def test_scaling_benchmark_dry_run_on_cpu(tmp_path: Path) -> None:
+    """benchmarks/scaling.py end to end on one CPU lane: a real headless run on a corpus
+    problem, its report read back and tabled (the GPU widths run the same code)."""
+    import sys
+
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "scaling.py"), "--device", "cpu",
+         "--widths", "1", "--problems", "1", "--candidates", "1", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path, check=False,
+        env={**env_for(tmp_path), "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    saved = json.loads((out / "scaling.json").read_text())
+    assert saved["1"]["candidates"] == 1 and saved["1"]["where"] == "CPU (one lane)"
+    row = next(ln for ln in done.stdout.splitlines() if ln.startswith("| 1 |"))
+    assert "1.00×" in row and "1/1" in row  # its own baseline: same verdicts
+    assert (out / "run-1.log").is_file()

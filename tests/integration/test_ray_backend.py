@@ -22,6 +22,8 @@ from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'cudal1-tui[ray]'")
 
 ROOT = Path(__file__).resolve().parents[2]
+# flags that follow the machine's load at the moment (a busy 2-core CI box), not the candidate
+LOAD_FLAGS = frozenset({"speedup_within_noise", "reference_slowed"})
 CORPUS = ROOT / "benchmarks" / "corpus" / "candidates"
 PAIRS = {  # corpus pairs that run on a CPU: honest, mutating its input, a C++ build
     "diag_broadcast": ("diag_matmul", "ok"),
@@ -54,7 +56,7 @@ def _job(problem: str, candidate: str, tmp: Path) -> Any:
 def _verdict(judge: Any, job: Any) -> tuple[str, str, list[str]]:
     prepared = judge.gate(job)
     result = prepared.verdict or judge.evaluate(job, prepared)
-    codes = sorted(f.code for f in result.flags if f.code != "speedup_within_noise")
+    codes = sorted(f.code for f in result.flags if f.code not in LOAD_FLAGS)
     return result.status, result.job_id, codes
 
 
