@@ -29,6 +29,7 @@ from cudal1_tui.cli.problem_worker import EXIT_ERROR, EXIT_OK, Options, ProblemR
 from cudal1_tui.cli.run_report import build_report
 from cudal1_tui.config import Settings
 from cudal1_tui.engine.fleet import Fleet, make_fleet
+from cudal1_tui.engine.opening import sweep_leftovers
 from cudal1_tui.engine.shutdown import Terminated, raising_on_termination
 from cudal1_tui.errors import Cudal1Error
 from cudal1_tui.present.fleet_progress import FleetProgress
@@ -93,6 +94,7 @@ def run_headless(paths: list[Path], settings: Settings, options: Options,
 def _run_all(files: list[Path], settings: Settings, options: Options, fleet: Fleet,
              out: Console, err: Console) -> int:
     settings = dataclasses.replace(settings, device=fleet.device)
+    sweep_leftovers(settings)  # once, before any problem's children run
     progress = FleetProgress(err, fleet.label, fleet.usage)
     runs = [ProblemRun(path, name, settings, options, fleet, progress.emitter(name))
             for path, name in zip(files, _names(files), strict=True)]

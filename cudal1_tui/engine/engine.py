@@ -84,7 +84,7 @@ class Engine:
         holder = f"problem {self.problem_name}"
         probe = None if fleet is None else (lambda job: fleet.probe(job, holder))
         opened = opening.open_workspace(self.problem_path, self.settings, self.resume,
-                                        self.sizes, self.emit, probe)
+                                        self.sizes, self.emit, probe, sweep=fleet is None)
         holder = f"session {opened.session.id}"
         ws = Workspace(
             settings=self.settings, session=opened.session, problem=opened.problem,

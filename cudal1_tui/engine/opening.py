@@ -89,9 +89,12 @@ def sweep_leftovers(settings: Settings) -> None:
 
 
 def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | None,
-                   sizes: Sizes, emit: Emit, probe: Probe | None = None) -> Opened:
-    """``probe`` runs the reference (default: here, ``JUDGE.probe``; a fleet's holds a lane)."""
-    sweep_leftovers(settings)
+                   sizes: Sizes, emit: Emit, probe: Probe | None = None, *,
+                   sweep: bool = True) -> Opened:
+    """``probe`` runs the reference (default: here, ``JUDGE.probe``; a fleet's holds a lane).
+    ``sweep=False``: a run of many problems swept once, before any of its children ran."""
+    if sweep:
+        sweep_leftovers(settings)
     session: Session | None = None
     try:
         # the session lock first: a session in use is refused before the slow parts
