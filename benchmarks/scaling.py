@@ -4,9 +4,14 @@ Every problem of the corpus (benchmarks/corpus/manifest.toml) gets one session; 
 our replay server over real HTTP, answering each problem's prompts with that problem's corpus
 candidates in turn (keyed by a line of the problem), so each width evaluates the same
 candidates. Each width is one real `cudal1-tui run ... --headless --gpus 0-(W-1)` process with
-a fresh build cache (cold builds, as a first run has them) and its own sessions dir; its
-`--report-json` gives candidates a minute, how busy the lanes and the build threads were, and
-the bottleneck. Speedups are matched by candidate code against the narrowest width's.
+its own sessions dir; its `--report-json` gives candidates a minute, how busy the lanes and
+the build threads were, and the bottleneck. Speedups are matched by candidate code against
+the narrowest width's.
+
+Builds: `--builds warm` (the default) compiles every load_inline candidate once, before any
+width runs, into a build cache all widths share, so the widths compare evaluation throughput
+(as a session re-evaluating known kernels, or an RL pipeline's steady state, sees it);
+`--builds cold` gives each width a fresh cache (nvcc inside the measured time).
 
     PYTHONUNBUFFERED=1 python benchmarks/scaling.py --widths 1,2 --out "$OUT"
     python benchmarks/scaling.py --widths 4 --out "$OUT"   # adds a width to $OUT/scaling.json
@@ -79,13 +84,42 @@ def replies(by_problem: dict[str, list[dict[str, Any]]]) -> tuple[list[Reply], d
     return out, names
 
 
+def cuda_arch() -> str:
+    """The GPU's compute capability as the app's probe writes it (``9.0``): the build key."""
+    done = subprocess.run([sys.executable, "-c", "import torch; p = torch.cuda."
+                           "get_device_properties(0); print(f'{p.major}.{p.minor}')"],
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip().splitlines()[-1]
+
+
+def prebuild(by_problem: dict[str, list[dict[str, Any]]], device: str, build_dir: Path) -> None:
+    """Every candidate that compiles, built once into ``build_dir`` (the sandboxed build the
+    app's build stage runs), in parallel on the CPU cores."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cudal1_evaluator import launch
+    from cudal1_tui.judging import make_job, needs_build
+
+    arch = cuda_arch() if device == "cuda" else ""
+    jobs = [make_job((ROOT / problem).read_text(encoding="utf-8"), code, device=device,
+                     build_dir=str(build_dir), cuda_arch=arch, timeout_s=900.0)
+            for problem, pairs in by_problem.items() for pair in pairs
+            if needs_build(code := (ROOT / pair["candidate"]).read_text(encoding="utf-8"))]
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1)) as pool:
+        outcomes = list(pool.map(launch.build, jobs))
+    failed = sum(not o.ok for o in outcomes)
+    print(f"prebuilt {len(jobs)} candidate(s) in {time.monotonic() - started:.0f} s "
+          f"({failed} failed to build, as some corpus pairs should)", flush=True)
+
+
 def run_width(width: int, args: argparse.Namespace, base_url: str, work: Path,
-              problems: list[Path]) -> dict[str, Any]:
+              problems: list[Path], build_dir: Path) -> dict[str, Any]:
     """One `cudal1-tui run --headless` on ``width`` lanes; its report."""
     report = work / f"report-{width}.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDAL1_", "OPENAI_"))}
     env.update(CUDAL1_CONFIG=str(work / "absent.toml"),
-               CUDAL1_BUILD_DIR=str(work / f"build-{width}"),
+               CUDAL1_BUILD_DIR=str(build_dir),
                CUDAL1_CANDIDATES_PER_ROUND=str(args.candidates), CUDAL1_RETRIES="0",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
     command = [sys.executable, "-m", "cudal1_tui", "run", *map(str, problems), "--headless",
@@ -169,6 +203,9 @@ def parse_args() -> argparse.Namespace:
                         help="problems at once (default: the app's, 2 per lane, at least 4)")
     parser.add_argument("--latency", type=float, default=0.0,
                         help="seconds between streamed chunks: a slower model server")
+    parser.add_argument("--builds", choices=("warm", "cold"), default="warm",
+                        help="warm: every candidate built once before the widths run, one "
+                             "cache for all; cold: a fresh build cache per width")
     parser.add_argument("--manifest", type=Path, default=MANIFEST)
     parser.add_argument("--out", type=Path, default=Path("."))
     return parser.parse_args()
@@ -189,14 +226,20 @@ def main() -> int:
     results: dict[str, dict[str, Any]] = \
         json.loads(saved.read_text(encoding="utf-8")) if saved.is_file() else {}
     print(f"{len(problems)} problems, {len(served)} corpus candidates, "
-          f"{args.rounds}×{args.candidates} candidates per problem", flush=True)
+          f"{args.rounds}×{args.candidates} candidates per problem, {args.builds} builds",
+          flush=True)
     with ReplayServer(ReplayConfig(replies=tuple(served), model="scaling-replay",
                                    latency_s=args.latency)) as server, \
             tempfile.TemporaryDirectory(prefix="scaling-") as tmp:
+        shared = Path(tmp) / "build"
+        if args.builds == "warm":
+            prebuild(by_problem, args.device, shared)
         for width in widths:
             work = Path(tmp) / f"w{width}"
             work.mkdir()
-            result = run_width(width, args, server.base_url, work, problems)
+            builds = shared if args.builds == "warm" else work / "build"
+            result = run_width(width, args, server.base_url, work, problems, builds)
+            result["builds"] = args.builds
             results[str(width)] = result
             saved.write_text(json.dumps(results, indent=2), encoding="utf-8")
             print(f"width {width}: {result['candidates']} candidates in "
