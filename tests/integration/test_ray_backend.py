@@ -8,6 +8,7 @@ it). Real Ray tasks, real evaluator subprocesses inside them.
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,11 @@ def cluster() -> Iterator[str]:
         yield str(ray.get_runtime_context().gcs_address)
     finally:
         ray.shutdown()
+
+
+def here(tmp: Path, *args: str) -> list[str]:
+    """The headless command, run by this interpreter (the one that has Ray)."""
+    return [sys.executable, "-m", "cudal1_tui", *cli(tmp, *args)[1:]]
 
 
 def _job(problem: str, candidate: str, tmp: Path) -> Any:
@@ -85,7 +91,7 @@ def test_ray_address_sends_a_headless_run_to_the_cluster(cluster: str, tmp_path:
     env = {**env_for(tmp_path), "RAY_ADDRESS": cluster}
     with ReplayServer(ReplayConfig(replies=(Reply(GOOD),))) as server:
         done = subprocess.run(
-            cli(tmp_path, str(ROOT / "examples" / "diag_matmul.py"), "--rounds", "1",
+            here(tmp_path, str(ROOT / "examples" / "diag_matmul.py"), "--rounds", "1",
                 "--sizes", "cpu", "--no-builtin", "--base-url", server.base_url),
             stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=600,
             cwd=tmp_path)
@@ -101,7 +107,7 @@ def test_cluster_local_ignores_ray_address(tmp_path: Path) -> None:
     where nothing listens: reaching for it would fail)."""
     env = {**env_for(tmp_path), "RAY_ADDRESS": "127.0.0.1:9"}
     done = subprocess.run(
-        cli(tmp_path, str(ROOT / "examples" / "diag_matmul.py"), "--rounds", "1", "--sizes",
+        here(tmp_path, str(ROOT / "examples" / "diag_matmul.py"), "--rounds", "1", "--sizes",
             "cpu", "--no-builtin", "--cluster", "local", "--base-url", "http://127.0.0.1:9/v1"),
         stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=300,
         cwd=tmp_path)
