@@ -17,8 +17,15 @@ width runs, into a build cache all widths share, so the widths compare evaluatio
     python benchmarks/scaling.py --widths 4 --out "$OUT"   # adds a width to $OUT/scaling.json
     python benchmarks/scaling.py --device cpu --widths 1 --problems 2 --candidates 1  # dry run
 
-Widths already in OUT/scaling.json are kept (a run per width fits a time-limited command);
-the table covers them all. Needs the app installed (`cudal1-tui` on PATH, or run from the
+Widths already in the results file (OUT/scaling.json, or `--results`) are kept, so a run per
+width fits a time-limited command; the table covers them all:
+
+    python benchmarks/scaling.py --widths 1 --build-dir build/scaling \
+        --results build/scaling.json --out "$OUT"
+    python benchmarks/scaling.py --widths 2 --build-dir build/scaling \
+        --results build/scaling.json --out "$OUT"     # prebuild: cache hits
+
+Needs the app installed (`cudal1-tui` on PATH, or run from the
 repository root) and, on CUDA, nvcc/ninja/g++ for the load_inline candidates.
 """
 
@@ -206,6 +213,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--builds", choices=("warm", "cold"), default="warm",
                         help="warm: every candidate built once before the widths run, one "
                              "cache for all; cold: a fresh build cache per width")
+    parser.add_argument("--build-dir", type=Path, default=None,
+                        help="the warm build cache (default: a temp dir); a kept one makes a "
+                             "second call's prebuild a cache hit")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="the JSON the widths accumulate in (default: OUT/scaling.json); "
+                             "keep it outside OUT to add widths over several calls")
     parser.add_argument("--manifest", type=Path, default=MANIFEST)
     parser.add_argument("--out", type=Path, default=Path("."))
     return parser.parse_args()
@@ -222,7 +235,8 @@ def main() -> int:
     served, names = replies(by_problem)
     problems = [ROOT / p for p in by_problem]
     args.out.mkdir(parents=True, exist_ok=True)
-    saved = args.out / "scaling.json"
+    saved = args.results or args.out / "scaling.json"
+    saved.parent.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Any]] = \
         json.loads(saved.read_text(encoding="utf-8")) if saved.is_file() else {}
     print(f"{len(problems)} problems, {len(served)} corpus candidates, "
@@ -231,7 +245,7 @@ def main() -> int:
     with ReplayServer(ReplayConfig(replies=tuple(served), model="scaling-replay",
                                    latency_s=args.latency)) as server, \
             tempfile.TemporaryDirectory(prefix="scaling-") as tmp:
-        shared = Path(tmp) / "build"
+        shared = (args.build_dir or Path(tmp) / "build").absolute()
         if args.builds == "warm":
             prebuild(by_problem, args.device, shared)
         for width in widths:
@@ -249,6 +263,8 @@ def main() -> int:
                 (work / f"run-{width}.log").read_text(encoding="utf-8"), encoding="utf-8")
     print()
     print(table(results, names))
+    if saved != args.out / "scaling.json":
+        (args.out / "scaling.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
     return 0
 
 
