@@ -66,7 +66,8 @@ async def capture(settings: Settings) -> tuple[str, str]:
     app = CudaL1App(PROBLEM, settings, sizes="cpu")
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: app.runner.engine is not None
-                         and app.session.header_info.status.startswith("ready"), "the session to open")
+                         and app.session.header_info.status.startswith("ready"),
+                         "the session to open")
         await pilot.press("n")
         await wait_until(pilot, lambda: app.session.round_running, "the round to start", 30)
         await wait_until(pilot, lambda: not app.session.round_running, "the round's results")

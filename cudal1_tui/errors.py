@@ -66,3 +66,8 @@ class SessionError(Cudal1Error):
 
 class ExportError(Cudal1Error):
     """An export could not be written."""
+
+
+class FleetError(Cudal1Error):
+    """Where evaluations should run cannot be used: a GPU that is not there, a cluster that
+    cannot be reached or Ray not installed."""

@@ -1,121 +1,42 @@
-"""``cudal1-tui run FILE... --headless``: the engine's loop without a screen.
+"""``cudal1-tui run DIR_OR_FILES... --headless``: the engine's loop without a screen, for
+one problem or many at once.
 
-Progress goes to stderr, the summary table to stdout. The rounds run on a worker
-thread so that Ctrl-C lands in the main thread at a clean point: the engine is
-cancelled, the running stage stops, the session is closed intact, exit code 130.
-SIGTERM and SIGHUP end the run the same way (exit 143 and 129). A run that produced no
-candidate at all (every model call failed, nothing evaluated) exits 1 and says why.
+Every problem gets its own session and engine on a worker thread; they share one fleet
+(``engine.fleet``): the build threads and the timing lanes, one per GPU of the host
+(``--gpus``), the CPU's one lane, or a Ray cluster (``--cluster``/``RAY_ADDRESS``). A round's
+model slots stream concurrently, and several problems' rounds overlap, so a batching server
+(vLLM, SGLang) sees many requests at once and the lanes stay busy. A problem that breaks
+(a bad file, a failed probe, no candidate) is reported under its name; the others go on.
+
+Progress goes to stderr (a live table on a terminal, plain lines otherwise), the summary
+table to stdout. Ctrl-C lands in the main thread: every engine is cancelled, running
+stages stop, sessions are closed intact, exit code 130. SIGTERM and SIGHUP end the run the
+same way (exit 143 and 129). A problem that produced no candidate makes the exit code 1.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from dataclasses import dataclass, field
+import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
+from cudal1_tui.cli.problem_files import expand
+from cudal1_tui.cli.problem_worker import EXIT_ERROR, EXIT_OK, Options, ProblemRun
+from cudal1_tui.cli.run_report import build_report
 from cudal1_tui.config import Settings
-from cudal1_tui.engine.acceptance import accept_best
-from cudal1_tui.engine.engine import Engine, Sizes
-from cudal1_tui.engine.events import EngineError
-from cudal1_tui.engine.round import RoundSummary
+from cudal1_tui.engine.fleet import Fleet, make_fleet
+from cudal1_tui.engine.opening import sweep_leftovers
 from cudal1_tui.engine.shutdown import Terminated, raising_on_termination
 from cudal1_tui.errors import Cudal1Error, compiler_style
-from cudal1_tui.present.run_progress import HeadlessProgress, summary_table
-from cudal1_tui.present.speedup import NO_SPEEDUP, speed_text
+from cudal1_tui.present.fleet_progress import FleetProgress
+from cudal1_tui.present.run_progress import summary_table
 
-EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
-NOTHING_FIX = "check the model server (`cudal1-tui doctor`) and the messages above"
-
-
-@dataclass
-class Options:
-    rounds: int = 3
-    resume: str | None = None
-    accept_best: bool = False
-    sizes: Sizes = "auto"
-
-
-@dataclass
-class _Worker:
-    engine: Engine
-    options: Options
-    error: BaseException | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-
-    def run(self) -> None:
-        try:
-            for _ in range(self.options.rounds):
-                if self.engine.stop_requested:
-                    break
-                summary = self.engine.run_round()
-                if self.options.accept_best:
-                    self._accept_best(summary)
-                if summary.cancelled or summary.nothing_to_do:
-                    break
-        except BaseException as exc:  # re-raised in the main thread
-            self.error = exc
-        finally:
-            self.done.set()
-
-    def _accept_best(self, summary: RoundSummary) -> None:
-        """A failed accept (git trouble) is reported; the remaining rounds still run."""
-        try:
-            accept_best(self.engine, summary)
-        except Cudal1Error as exc:
-            self.engine.emit(EngineError(f"accepting the round's best failed: {exc.message}",
-                                         exc.fix, summary.round, True))
-
-
-def _row(engine: Engine) -> dict[str, str]:
-    records = engine.records()
-    best = engine.best()
-    return {
-        "problem": engine.problem_name,
-        "candidates": str(len(records)),
-        "ok": str(sum(r.status == "ok" for r in records)),
-        "best": speed_text(best.speedup) if best else NO_SPEEDUP,
-        "source": best.source if best else "—",
-        "session": str(engine.session_path or ""),
-    }
-
-
-def _run_one(path: Path, settings: Settings, options: Options, err: Console,
-             rows: list[dict[str, str]]) -> int:
-    progress = HeadlessProgress(err, problem=path.stem)
-    engine = Engine(path, settings, emit=progress, resume=options.resume, sizes=options.sizes)
-    try:
-        progress.start()
-        engine.open()
-        worker = _Worker(engine, options)
-        thread = threading.Thread(target=worker.run, name="rounds", daemon=True)
-        thread.start()
-        before = len(engine.records())
-        try:
-            while not worker.done.wait(0.2):
-                pass
-        except (KeyboardInterrupt, Terminated):
-            engine.cancel()
-            worker.done.wait()
-            rows.append(_row(engine))
-            raise
-        if worker.error is not None:
-            raise worker.error
-        rows.append(_row(engine))
-        return EXIT_OK if len(engine.records()) > before else _nothing(engine, err)
-    finally:
-        progress.stop()
-        engine.close()
-
-
-def _nothing(engine: Engine, err: Console) -> int:
-    why = f": {engine.last_error}" if engine.last_error else ""
-    err.print(Text.assemble(("error: ", "bold red"),
-                            f"{engine.problem_name}: the run produced no candidate{why}"))
-    err.print(f"fix: {NOTHING_FIX}", highlight=False, markup=False)
-    return EXIT_ERROR
+EXIT_INTERRUPTED = 130
+__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "Options", "run_headless"]
 
 
 def _console(*, stderr: bool) -> Console:
@@ -124,39 +45,125 @@ def _console(*, stderr: bool) -> Console:
     return console if console.is_terminal else Console(stderr=stderr, width=200)
 
 
-def run_headless(files: list[Path], settings: Settings, options: Options,
+def _error(err: Console, message: str, fix: str = "") -> None:
+    head = "" if compiler_style(message) else "error: "  # "file:line: error: ..." already
+    err.print(Text.assemble((head, "bold red"), message))
+    if fix:
+        err.print(f"fix: {fix}", highlight=False, markup=False)
+
+
+def _names(files: list[Path]) -> list[str]:
+    """Each problem's name in the views: its stem, with its folder where stems repeat."""
+    stems = [f.stem for f in files]
+    return [f.stem if stems.count(f.stem) == 1 else f"{f.parent.name}/{f.stem}" for f in files]
+
+
+def _width(options: Options, fleet: Fleet, problems: int) -> int:
+    """Problems in flight: enough that every lane has candidates waiting while other
+    problems' replies stream (two per lane, at least four), never more than there are."""
+    wanted = options.parallel or max(4, 2 * fleet.width)
+    return max(1, min(wanted, problems))
+
+
+def run_headless(paths: list[Path], settings: Settings, options: Options,
                  *, out: Console | None = None, err: Console | None = None) -> int:
     out = out or _console(stderr=False)
     err = err or _console(stderr=True)
-    if options.resume and len(files) != 1:
-        err.print("[bold red]error:[/] --resume continues one session: pass exactly one FILE")
+    listed = expand(paths)
+    for path in listed.missing:
+        _error(err, f"{path}: no such file or directory", "name problem files or folders")
+    for path in listed.empty:
+        _error(err, f"{path}: no problem file (*.py) in this folder")
+    code = EXIT_ERROR if listed.missing or listed.empty else EXIT_OK
+    if options.resume and len(listed.files) != 1:
+        _error(err, "--resume continues one session: pass exactly one FILE")
         return EXIT_ERROR
-    rows: list[dict[str, str]] = []
-    with raising_on_termination():
-        code = _run_all(files, settings, options, err, rows)
-    if rows:
-        out.print(summary_table(rows))
+    if not listed.files:
+        return EXIT_ERROR
+    try:
+        fleet = make_fleet(settings.device, options.gpus, options.cluster)
+    except Cudal1Error as exc:
+        _error(err, exc.message, exc.fix)
+        return EXIT_ERROR
+    try:
+        with raising_on_termination():
+            return max(code, _run_all(listed.files, settings, options, fleet, out, err))
+    finally:
+        fleet.close()
+
+
+def _run_all(files: list[Path], settings: Settings, options: Options, fleet: Fleet,
+             out: Console, err: Console) -> int:
+    settings = dataclasses.replace(settings, device=fleet.device)
+    sweep_leftovers(settings)  # once, before any problem's children run
+    progress = FleetProgress(err, fleet.label, fleet.usage)
+    runs = [ProblemRun(path, name, settings, options, fleet, progress.emitter(name))
+            for path, name in zip(files, _names(files), strict=True)]
+    started = time.monotonic()
+    progress.start()
+    try:
+        code = _drive(runs, _width(options, fleet, len(runs)), progress, err)
+    finally:
+        progress.stop()
+    _finish(runs, fleet, time.monotonic() - started, options, out, err)
     return code
 
 
-def _run_all(files: list[Path], settings: Settings, options: Options, err: Console,
-             rows: list[dict[str, str]]) -> int:
-    code = EXIT_OK
-    for path in files:
-        try:
-            result = _run_one(path, settings, options, err, rows)
-        except Cudal1Error as exc:
-            head = "" if compiler_style(exc.message) else "error: "
-            err.print(Text.assemble((head, "bold red"), exc.message))
-            if exc.fix:
-                err.print(f"fix: {exc.fix}", highlight=False, markup=False)
-            code = EXIT_ERROR
-            continue
-        except KeyboardInterrupt:
-            err.print("interrupted; the session is saved.")
-            return EXIT_INTERRUPTED
-        except Terminated as stop:
-            err.print(f"terminated ({stop}); the session is saved.")
-            return stop.exit_code
-        code = max(code, result)
-    return code
+def _drive(runs: list[ProblemRun], width: int, progress: FleetProgress, err: Console) -> int:
+    """Run the problems, ``width`` at a time; the main thread waits (and takes Ctrl-C)."""
+    gate = threading.BoundedSemaphore(width)
+    feeder = threading.Thread(target=_feed, args=(runs, gate, progress), name="problems",
+                              daemon=True)
+    feeder.start()
+    try:
+        while not all(run.done.wait(0.2) for run in runs):
+            pass
+    except KeyboardInterrupt:
+        _cancel_all(runs)
+        err.print("interrupted; the session is saved.")
+        return EXIT_INTERRUPTED
+    except Terminated as stop:
+        _cancel_all(runs)
+        err.print(f"terminated ({stop}); the session is saved.")
+        return stop.exit_code
+    for run in runs:
+        if run.error is not None:
+            raise run.error
+    return max(run.code for run in runs)
+
+
+def _feed(runs: list[ProblemRun], gate: threading.BoundedSemaphore,
+          progress: FleetProgress) -> None:
+    for run in runs:
+        gate.acquire()
+        progress.state(run.name, "open")
+
+        def one(run: ProblemRun = run) -> None:
+            try:
+                run.run()
+            finally:
+                progress.state(run.name, "error" if run.failure else "done")
+                if run.failure is not None:
+                    _error(progress.console, f"{run.name}: {run.failure.message}",
+                           run.failure.fix)
+                gate.release()
+
+        threading.Thread(target=one, name=f"problem-{run.name}", daemon=True).start()
+
+
+def _cancel_all(runs: list[ProblemRun]) -> None:
+    for run in runs:
+        run.cancel()
+    for run in runs:
+        run.done.wait()
+
+
+def _finish(runs: list[ProblemRun], fleet: Fleet, elapsed_s: float, options: Options,
+            out: Console, err: Console) -> None:
+    del err  # each failure was reported as it happened
+    report = build_report(fleet, elapsed_s, {r.name: r.new_records for r in runs})
+    if options.report_json is not None:
+        report.write(options.report_json)
+    rows = [run.row() for run in runs]
+    caption = report.caption() if len(runs) > 1 else ""
+    out.print(summary_table(rows, caption))

@@ -40,3 +40,19 @@ def resolve_device(requested: str) -> str:
     if is_device(value):
         return value
     raise ConfigError(f"device {requested!r} is not one of {DEVICE_CHOICES}")
+
+
+_COUNT = _QUERY.replace("print('cuda' if torch.cuda.is_available() else 'cpu')",
+                        "print(torch.cuda.device_count() if torch.cuda.is_available() else 0)")
+
+
+def gpu_count(timeout_s: float = 120.0) -> int:
+    """How many CUDA GPUs torch sees in a fresh interpreter (``CUDA_VISIBLE_DEVICES``
+    applies); 0 when torch sees none or cannot answer."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _COUNT], capture_output=True, text=True,
+                              timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    answer = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
+    return int(answer[0]) if answer and answer[0].isdigit() else 0

@@ -19,12 +19,14 @@ from cudal1_tui.engine.events import (
     EngineError,
     EngineEvent,
 )
+from cudal1_tui.engine.fleet import Fleet
 from cudal1_tui.engine.generate import ModelGateway
 from cudal1_tui.engine.pool import EvalPool
 from cudal1_tui.engine.recording import torch_compile_ms
 from cudal1_tui.engine.round import RoundRunner, RoundSummary
 from cudal1_tui.engine.workspace import Emit, Workspace
 from cudal1_tui.errors import ConfigError, SessionError
+from cudal1_tui.judging import JUDGE
 from cudal1_tui.prompting import load_templates
 from cudal1_tui.proposers import BuiltinCandidate, propose
 from cudal1_tui.records import CandidateRecord
@@ -40,11 +42,16 @@ NOTHING_NEW_FIX = "start a model server (vLLM, SGLang, llama.cpp, Ollama) and se
 
 class Engine:
     def __init__(self, problem_path: Path, settings: Settings, *, emit: Emit,
-                 resume: str | Path | None = None, sizes: Sizes = "auto") -> None:
+                 resume: str | Path | None = None, sizes: Sizes = "auto",
+                 fleet: Fleet | None = None) -> None:
+        """``fleet``: lanes, build threads and judge shared with other engines of one run
+        (``cudal1-tui run DIR --headless``); without it the engine has its own pool on its
+        one device."""
         self.problem_path = Path(problem_path)
         self.settings = dataclasses.replace(settings)
         self.resume = resume
         self.sizes: Sizes = sizes
+        self.fleet = fleet
         self._emit_lock = threading.Lock()
         self._user_emit = emit
         self._round_lock = threading.Lock()
@@ -71,17 +78,21 @@ class Engine:
 
     def open(self) -> None:
         """Inspect, probe, create or resume the session, check the model server."""
+        fleet = self.fleet
+        holder = f"problem {self.problem_name}"
+        probe = None if fleet is None else (lambda job: fleet.probe(job, holder))
         opened = opening.open_workspace(self.problem_path, self.settings, self.resume,
-                                        self.sizes, self.emit)
+                                        self.sizes, self.emit, probe, sweep=fleet is None)
+        holder = f"session {opened.session.id}"
         ws = Workspace(
             settings=self.settings, session=opened.session, problem=opened.problem,
             # The evaluator keys each build by a hash of the candidate: one shared root lets
             # a candidate seen before (another session, a re-evaluation) compile nothing.
             device=opened.device, build_root=build_dir(self.settings),
             templates=load_templates(), gateway=ModelGateway(self.settings),
-            pool=EvalPool(opened.device, holder=f"session {opened.session.id}"),
+            pool=EvalPool(opened.device, holder=holder) if fleet is None else fleet.pool(holder),
             emit=self.emit, reference_ms=opened.reference_ms,
-            cuda_arch=opened.cuda_arch)
+            cuda_arch=opened.cuda_arch, judge=JUDGE if fleet is None else fleet.judge)
         self._ws = ws
         self.session_id, self.session_path = ws.session.id, ws.session.path
         self.problem_name, self.problem_source = ws.problem.name, ws.problem.eval_source

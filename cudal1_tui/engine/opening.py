@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from cudal1_evaluator.isolation import lifetime
 from cudal1_evaluator.parent.build_cache import default_build_dir
-from cudal1_evaluator.schema import ProbeResult
+from cudal1_evaluator.schema import ProbeJob, ProbeResult
 from cudal1_tui.config import Settings, build_dir, sessions_dir
 from cudal1_tui.engine.device import resolve_device
 from cudal1_tui.engine.events import ProbeFinished, SessionOpened, StageChanged
@@ -60,10 +60,14 @@ def _problem(path: Path, source: str, name: str, sizes: Sizes, device: str) -> P
                    signature=class_signature_of(source, "Model"))
 
 
-def _probe(settings: Settings, problem: Problem, device: str, emit: Emit) -> ProbeResult:
+Probe = Callable[[ProbeJob], ProbeResult]
+
+
+def _probe(settings: Settings, problem: Problem, device: str, emit: Emit,
+           probe: Probe) -> ProbeResult:
     emit(StageChanged(0, 0, "probing", f"running the reference on {device}"))
-    return JUDGE.probe(probe_job(settings, problem_source=problem.eval_source,
-                                 problem_name=problem.name, device=device))
+    return probe(probe_job(settings, problem_source=problem.eval_source,
+                           problem_name=problem.name, device=device))
 
 
 def _at_cpu_sizes(problem: Problem) -> bool:
@@ -87,8 +91,12 @@ def sweep_leftovers(settings: Settings) -> None:
 
 
 def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | None,
-                   sizes: Sizes, emit: Emit) -> Opened:
-    sweep_leftovers(settings)
+                   sizes: Sizes, emit: Emit, probe: Probe | None = None, *,
+                   sweep: bool = True) -> Opened:
+    """``probe`` runs the reference (default: here, ``JUDGE.probe``; a fleet's holds a lane).
+    ``sweep=False``: a run of many problems swept once, before any of its children ran."""
+    if sweep:
+        sweep_leftovers(settings)
     session: Session | None = None
     try:
         # the session lock first: a session in use is refused before the slow parts
@@ -102,7 +110,7 @@ def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | 
         else:
             problem = _problem(problem_path, read_source(problem_path), problem_path.stem,
                                sizes, device)
-        result = _probe(settings, problem, device, emit)
+        result = _probe(settings, problem, device, emit, probe or JUDGE.probe)
         if not result.ok:
             emit(ProbeFinished(False, result.message, None, None, device, result,
                                _at_cpu_sizes(problem)))

@@ -11,6 +11,7 @@ and hand it to the evaluator's subprocesses.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -45,6 +46,12 @@ def stage_of(evaluator_stage: str) -> Stage:
         if any(k in word for k in keys):
             return stage
     return "verifying"
+
+
+def on_lane(job: Job, device: str) -> Job:
+    """The job as it runs on a lane: that lane's device (``cuda:1``) instead of the session's
+    (``cuda``); everything else, its inputs' seeds included, as built."""
+    return job if job.device == device else dataclasses.replace(job, device=device)
 
 
 class Stages:
@@ -148,12 +155,12 @@ class Stages:
         def waiting(message: str) -> None:
             self._stage(draft.slot, "verifying", message)
 
-        with ws.pool.on_device(waiting, ws.cancel) as held:
-            if not held:
+        with ws.pool.on_lane(waiting, ws.cancel) as device:
+            if device is None:
                 return None  # cancelled while another session held the device
             try:
-                result = ws.judge.evaluate(job, prepared, on_progress=progress,
-                                           cancel=ws.cancel)
+                result = ws.judge.evaluate(on_lane(job, device), prepared,
+                                           on_progress=progress, cancel=ws.cancel)
             except FAILURES as exc:
                 self._failed(draft, exc)
                 return None

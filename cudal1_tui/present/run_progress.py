@@ -54,6 +54,18 @@ class HeadlessProgress:
     round: int = 0
     slots: dict[int, SlotState] = field(default_factory=dict)
     live: Live | None = None
+    quiet: bool = False  # another view shows the slots live: no per-stage lines
+    tag_slots: bool = False  # several problems print here: slot lines name theirs
+    candidates: int = 0
+    ok: int = 0
+    best: float | None = None
+
+    @property
+    def _lines(self) -> bool:
+        return self.live is None and not self.quiet
+
+    def _slot(self, slot: int) -> str:
+        return f"{self.problem} slot {slot}" if self.tag_slots else f"slot {slot}"
 
     def start(self) -> None:
         if self.console.is_terminal:
@@ -122,11 +134,11 @@ class HeadlessProgress:
             self._print(f"{self.problem or 'problem'}: {e.stage} {e.detail}".rstrip())
             return
         state = self.slots.setdefault(e.slot, SlotState())
-        if self.live is None and e.stage != state.stage and state.stage == "generating":
-            self._print(f"  slot {e.slot}: generated {state.tokens} tok at "
+        if self._lines and e.stage != state.stage and state.stage == "generating":
+            self._print(f"  {self._slot(e.slot)}: generated {state.tokens} tok at "
                         f"{state.rate:.1f} tok/s")
-        if self.live is None and e.stage != state.stage:
-            self._print(f"  slot {e.slot}: {e.stage} {e.detail}".rstrip())
+        if self._lines and e.stage != state.stage:
+            self._print(f"  {self._slot(e.slot)}: {e.stage} {e.detail}".rstrip())
         state.stage, state.detail, state.done, state.total = e.stage, e.detail, e.done, e.total
 
     def _on_stream_chunk(self, e: StreamChunk) -> None:
@@ -135,12 +147,15 @@ class HeadlessProgress:
 
     def _on_candidate_finished(self, e: CandidateFinished) -> None:
         flags = f" flags: {', '.join(e.flags)}" if e.flags else ""
-        self._print(f"  slot {e.slot}: {e.record_id} {e.source}: {e.status} "
+        self.candidates += 1
+        self.ok += e.status == "ok"
+        self._print(f"  {self._slot(e.slot)}: {e.record_id} {e.source}: {e.status} "
                     f"{speed_text(e.speedup)}{flags}")
         self.slots.pop(e.slot, None)
 
     def _on_round_finished(self, e: RoundFinished) -> None:
         tail = " (cancelled)" if e.cancelled else ""
+        self.best = e.best_speedup
         best = speed_text(e.best_speedup)
         self._print(f"{self.problem}: round {e.round} done, best so far {best}{tail}")
 
@@ -153,11 +168,18 @@ class HeadlessProgress:
         self._print(f"  {e.decision} {e.record_id} {e.commit[:10]}".rstrip())
 
 
-def summary_table(rows: list[dict[str, str]]) -> Table:
-    table = Table(title="cudal1-tui run summary")
-    for column in ("problem", "candidates", "ok", "best speedup", "best source", "session"):
-        table.add_column(column, overflow="fold")
+SUMMARY_COLUMNS = (("problem", "problem"), ("candidates", "candidates"), ("ok", "ok"),
+                   ("best", "best speedup"), ("source", "best source"), ("session", "session"),
+                   ("note", "note"))
+
+
+def summary_table(rows: list[dict[str, str]], caption: str = "") -> Table:
+    """One row per problem; ``note`` says why a problem produced nothing (a broken file)."""
+    table = Table(title="cudal1-tui run summary", caption=caption or None)
+    keys = [(k, title) for k, title in SUMMARY_COLUMNS
+            if k != "note" or any(row.get("note") for row in rows)]
+    for _, title in keys:
+        table.add_column(title, overflow="fold")
     for row in rows:
-        table.add_row(*(row.get(k, "") for k in ("problem", "candidates", "ok", "best",
-                                                 "source", "session")))
+        table.add_row(*(row.get(k, "") for k, _ in keys))
     return table
