@@ -143,9 +143,10 @@ def _feed(runs: list[ProblemRun], gate: threading.BoundedSemaphore,
                 run.run()
             finally:
                 progress.state(run.name, "error" if run.failure else "done")
-                if run.failure is not None:
-                    _error(progress.console, f"{run.name}: {run.failure.message}",
-                           run.failure.fix)
+                if run.failure is not None:  # a compiler-style line names its file already
+                    message = run.failure.message
+                    _error(progress.console, message if compiler_style(message)
+                           else f"{run.name}: {message}", run.failure.fix)
                 gate.release()
 
         threading.Thread(target=one, name=f"problem-{run.name}", daemon=True).start()
