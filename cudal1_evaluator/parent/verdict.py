@@ -138,7 +138,25 @@ def _ok_message(result: Result, alone: bool) -> str:
         text += f"; baseline: {result.precision['baseline']}"
     if any(f.code in ("fallback_taken", "optional_build_failed") for f in result.flags):
         text += "; its own kernel or build did not run: the fallback ran and was timed"
-    return text
+    return text + _launch_bound_note(result)
+
+
+LAUNCH_BOUND_MS = 0.05  # a call whose GPU time is below this is a microsecond kernel
+
+
+def _launch_bound_note(result: Result) -> str:
+    """Microsecond kernels: the headline is the trusted wall time per call in a loop (what a
+    caller's loop pays, the Python launch included); the GPU time per call, from the profiler
+    in the candidate's own process, is shown beside it and never enters a speedup."""
+    cand_us = result.profile.get("candidate_gpu_us") if result.profile else None
+    ref_us = result.profile.get("reference_gpu_us") if result.profile else None
+    wall = result.timing.get("candidate")
+    if not cand_us or wall is None or cand_us / 1e3 >= LAUNCH_BOUND_MS:
+        return ""
+    ref = f", reference {ref_us / 1e3:.3g} ms" if ref_us else ""
+    return (f"; launch-bound: GPU time {cand_us / 1e3:.3g} ms a call{ref} (the candidate "
+            f"process's profiler, informational); the headline is the wall time per call in "
+            f"a loop ({wall.median_ms:.3g} ms), launch included, as a caller's loop pays it")
 
 
 def _rejected_message(result: Result, reasons: str) -> str:

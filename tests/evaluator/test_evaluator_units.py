@@ -277,3 +277,20 @@ def test_a_job_keeps_its_reward_policy_through_json() -> None:
     assert again.reward.policy == {"static_outputs": "full"}
     result = Result.from_json(Result("ok", reward_policy={"fallback": "zero"}).to_json())
     assert result.reward_policy == {"fallback": "zero"}
+
+
+def test_a_microsecond_kernel_names_its_headline_and_shows_the_gpu_time() -> None:
+    """A kernel whose GPU time is a few microseconds: the message says the headline is the
+    trusted wall time per call in a loop and shows the profiler's GPU time beside it; a
+    millisecond kernel gets no such note."""
+    from cudal1_evaluator.parent.verdict import _launch_bound_note
+    from cudal1_evaluator.schema import Result, TimingSummary
+
+    tiny = Result("ok", profile={"candidate_gpu_us": 6.8, "reference_gpu_us": 7.1},
+                  timing={"candidate": TimingSummary(median_ms=0.048)})
+    note = _launch_bound_note(tiny)
+    assert "launch-bound" in note and "0.0068 ms a call" in note and "0.048 ms" in note
+    assert "reference 0.0071 ms" in note
+    big = Result("ok", profile={"candidate_gpu_us": 900.0},
+                 timing={"candidate": TimingSummary(median_ms=1.0)})
+    assert _launch_bound_note(big) == ""
