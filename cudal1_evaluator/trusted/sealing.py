@@ -106,12 +106,15 @@ class WindowSeal:
         earlier: set[int] = set()
         for items in spans.values():
             items.sort()
-            end, owner = -1, -1
-            for start, stop, j in items:
-                if start < end and j != owner:
-                    earlier.add(min(j, owner))
-                if stop > end:
-                    end, owner = stop, j
+            cluster: set[int] = set()
+            end = -1
+            for start, stop, j in items:  # overlapping spans: all but the last call to write
+                if start >= end:
+                    earlier |= cluster - {max(cluster, default=-1)}
+                    cluster = set()
+                cluster.add(j)
+                end = max(end, stop)
+            earlier |= cluster - {max(cluster, default=-1)}
         return earlier
 
     def memory(self) -> set[Key]:

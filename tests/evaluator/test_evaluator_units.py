@@ -294,3 +294,28 @@ def test_a_microsecond_kernel_names_its_headline_and_shows_the_gpu_time() -> Non
     big = Result("ok", profile={"candidate_gpu_us": 900.0},
                  timing={"candidate": TimingSummary(median_ms=1.0)})
     assert _launch_bound_note(big) == ""
+
+
+def test_the_seal_sees_calls_sharing_output_memory_and_samples_the_last_call() -> None:
+    """Outputs of different calls in the same memory: every call but the last writer is
+    ``reused``; distinct memory is not. The seal always samples the last call, two drawn
+    others, and rereads the same bytes later (``late`` when one changed)."""
+    import random
+
+    from cudal1_evaluator.trusted.sealing import Placed, Placer, WindowSeal, sampled_calls
+
+    memory = torch.zeros(64, dtype=torch.uint8)
+    shared = [[Placed(memory[:16], memory, 0, 16, ("ipc", b"h"))] for _ in range(3)]
+    window = WindowSeal(1, [10, 11, 12], [[]] * 3, [], None, placed=dict(enumerate(shared)))
+    placer = Placer(torch.device("cpu"))
+    assert window.reused(placer) == {0, 1}
+    apart = {j: [Placed(memory[16 * j:16 * j + 16], memory, 16 * j, 16, ("ipc", b"h"))]
+             for j in range(3)}
+    assert WindowSeal(1, [10, 11, 12], [[]] * 3, [], None, placed=apart).reused(placer) == set()
+    drawn = sampled_calls(100, random.Random(0))
+    assert drawn[-1] == 99 and len(drawn) == 3
+    sealed = WindowSeal(1, [10, 11, 12], [[]] * 3, [], None, placed=apart)
+    sealed.probe(placer, [0, 1, 2], torch.Generator().manual_seed(1))
+    assert not sealed.late()
+    memory[16:48] += 1  # calls 1 and 2 written after the seal
+    assert sealed.late()
