@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from pathlib import Path
 
 _MAX_ROUNDS = 64  # a continued process forking while we look is caught on a later round
@@ -131,17 +132,42 @@ def _tasks(pid: int) -> list[str]:
         return []
 
 
-def cpu_ns(pids: list[int]) -> tuple[int, bool]:
-    """The CPU time (ns, from ``schedstat``) every thread of ``pids`` has run, and whether
-    every one is stopped (or gone) now."""
-    total, stopped = 0, True
+_TICK_NS = 1_000_000_000 // max(1, os.sysconf("SC_CLK_TCK"))
+
+
+def _process_clock_ns(pid: int) -> int | None:
+    """The process's CPU clock (every thread it ever had, the ones that ended included), ns."""
+    try:
+        return time.clock_gettime_ns(((~pid) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(pid, SCHED)
+    except OSError:
+        return None
+
+
+def _reaped_children_ns(pid: int) -> int:
+    """CPU time of the children ``pid`` has reaped (cutime + cstime: clock ticks)."""
+    fields = _stat_fields(pid)
+    try:
+        return (int(fields[13]) + int(fields[14])) * _TICK_NS
+    except (IndexError, ValueError):
+        return 0
+
+
+def cpu_ns(pids: list[int], reaper: int | None = None) -> tuple[int, bool]:
+    """The CPU time ``pids`` have run (ns: each process's CPU clock, threads that ended
+    included, and what its reaped children ran) plus what ``reaper`` reaped, and whether
+    every live thread is stopped (or gone) now."""
+    total, stopped = _reaped_children_ns(reaper) if reaper is not None else 0, True
     for pid in pids:
+        clock = _process_clock_ns(pid)
+        total += _reaped_children_ns(pid)
         for task in _tasks(pid):
             base = f"/proc/{pid}/task/{task}"
             try:
-                total += int(Path(f"{base}/schedstat").read_text().split()[0])
+                if clock is None:
+                    total += int(Path(f"{base}/schedstat").read_text().split()[0])
                 state = Path(f"{base}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
             except (OSError, IndexError, ValueError):
                 continue
             stopped = stopped and state in (b"T", b"t", b"Z", b"X")
+        total += clock or 0
     return total, stopped

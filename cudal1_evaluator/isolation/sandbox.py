@@ -257,11 +257,12 @@ class Child:
         return pidtree.members(self.proc.pid)
 
     def cpu_ns(self) -> tuple[int, bool]:
-        """CPU time every process the child started has run (ns; the namespace's init, which
-        only obeys the parent, left out), and whether all of them are stopped now."""
+        """CPU time every process the child started has run (ns: threads and processes that
+        ended included; the namespace's init's own time left out, it only obeys the parent,
+        but not what the children it reaped ran), and whether all of them are stopped now."""
         init = pidtree.namespace_init(self.proc.pid)
         pids = pidtree.descendants(init) if init is not None else self.members()
-        return pidtree.cpu_ns(pids or [self.proc.pid])
+        return pidtree.cpu_ns(pids or [self.proc.pid], reaper=init)
 
     def signal_all(self, sig: int) -> None:
         """``sig`` to every process the child started, ``setsid`` escapees included: through
