@@ -187,6 +187,9 @@ def _converse(cond: conduct.Conductor, job: Job,
 def _fresh_alone(cond: conduct.Conductor, key: str) -> None:
     """A reference that looked slowed against a reused alone measurement is judged against a
     fresh one (the candidate's runner stays stopped meanwhile)."""
+    cond.ev.flags.append(Flag("reference_pristine_remeasured", f"the reference-alone timing "
+                              f"reused from {cond.alone_age or 0:.0f} s ago looked slower than "
+                              "the reference next to the candidate: measured again", "info"))
     cond.time_alone()
     pristine_cache.put(key, cond.ev.alone)
 

@@ -63,8 +63,11 @@ def test_consecutive_candidates_share_one_pristine_measurement() -> None:
     assert first.status == "ok" and again.status == "ok", first.message + again.message
     assert "reference_pristine_reused" not in codes(first)
     reused = [f for f in again.flags if f.code == "reference_pristine_reused"]
-    assert reused and reused[0].severity == "info"
-    assert again.timing["reference_pristine"] == first.timing["reference_pristine"]
+    if "reference_pristine_remeasured" in codes(again):  # a busy host: taken, then redone
+        assert not reused
+    else:
+        assert reused and reused[0].severity == "info"
+        assert again.timing["reference_pristine"] == first.timing["reference_pristine"]
     strict = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST, strict=True))
     assert "reference_pristine_reused" not in codes(strict)  # strict passes measure afresh
 
