@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 _MAX_ROUNDS = 64  # a continued process forking while we look is caught on a later round
@@ -152,11 +153,22 @@ def _reaped_children_ns(pid: int) -> int:
         return 0
 
 
-def cpu_ns(pids: list[int], reaper: int | None = None) -> tuple[int, bool]:
+@dataclass(frozen=True)
+class CpuReading:
+    """What a namespace's processes have run, and which live tasks it has."""
+
+    ns: int = 0  # CPU time: every process's clock (ended threads included) + reaped children
+    tasks: frozenset[tuple[int, str]] = frozenset()  # (pid, tid) of every live task
+    stopped: bool = True  # every live task stopped (or traced)
+
+
+def cpu_ns(pids: list[int], reaper: int | None = None) -> CpuReading:
     """The CPU time ``pids`` have run (ns: each process's CPU clock, threads that ended
-    included, and what its reaped children ran) plus what ``reaper`` reaped, and whether
-    every live thread is stopped (or gone) now."""
+    included, and what its reaped children ran) plus what ``reaper`` reaped; their live
+    tasks; whether every live task is stopped now. A stopped namespace starts and ends no
+    task: a change in ``tasks`` between two readings is a process or thread that ran."""
     total, stopped = _reaped_children_ns(reaper) if reaper is not None else 0, True
+    tasks: set[tuple[int, str]] = set()
     for pid in pids:
         clock = _process_clock_ns(pid)
         total += _reaped_children_ns(pid)
@@ -168,6 +180,9 @@ def cpu_ns(pids: list[int], reaper: int | None = None) -> tuple[int, bool]:
                 state = Path(f"{base}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
             except (OSError, IndexError, ValueError):
                 continue
-            stopped = stopped and state in (b"T", b"t", b"Z", b"X")
+            if state in (b"Z", b"X"):  # ended before: its reaping is no sign of life
+                continue
+            tasks.add((pid, task))
+            stopped = stopped and state in (b"T", b"t", b"D")  # D: in the kernel, stops on return
         total += clock or 0
-    return total, stopped
+    return CpuReading(total, frozenset(tasks), stopped)

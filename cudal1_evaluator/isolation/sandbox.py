@@ -256,7 +256,7 @@ class Child:
         """Host pids of every process in the child's PID namespace (empty without one)."""
         return pidtree.members(self.proc.pid)
 
-    def cpu_ns(self) -> tuple[int, bool]:
+    def cpu_ns(self) -> pidtree.CpuReading:
         """CPU time every process the child started has run (ns: threads and processes that
         ended included; the namespace's init's own time left out, it only obeys the parent,
         but not what the children it reaped ran), and whether all of them are stopped now."""

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import cast
 
 from cudal1_evaluator.isolation import sandbox
+from cudal1_evaluator.isolation.pidtree import CpuReading
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 from cudal1_evaluator.parent import precision, warm
 from cudal1_evaluator.parent.timing_checks import Burst, means
@@ -68,10 +69,11 @@ REUSED_SEEN = ("the outputs of different calls lie in the same memory: each call
 LATE_SEEN = ("outputs were still being written after the runner said its calls were done: work "
              "outside the timed window")
 
-STOP_ESCAPED = ("the candidate's processes ran {ms:.2f} ms while they were stopped (a SIGCONT of "
-                "their own?): work while a window's inputs were filled, or during the "
-                "reference's window, outside the clock")
+STOP_ESCAPED = ("the candidate's processes {why} while they were stopped (a SIGCONT of their "
+                "own?): work while a window's inputs were filled, or during the reference's "
+                "window, outside the clock")
 ESCAPE_NS = 500_000  # CPU a stopped runner may show (a stop being delivered), at most
+STOP_WAIT_S = 0.2  # a stop takes effect within this
 
 Reuse = Callable[[RefereeInfo], "tuple[list[Burst], float] | None"]
 
@@ -257,31 +259,36 @@ class Conductor:
             self._no_escape(before)
         return Burst(len(ids), wall_ms, self.handoff_ms())
 
-    def _candidate_cpu(self) -> int | None:
-        """The CPU time the candidate's processes have run, read once all are stopped (a stop
-        is delivered asynchronously); None without a candidate runner."""
+    def _candidate_cpu(self) -> CpuReading | None:
+        """What the candidate's processes have run, read once all are stopped (a stop is
+        delivered asynchronously; not stopped after ``STOP_WAIT_S``: ``stopped`` is False);
+        None without a candidate runner."""
         running = self.runners.get("candidate")
         if running is None or not running.alive():
             return None
-        total = None
-        for _ in range(50):
+        reading = None
+        deadline = time.monotonic() + STOP_WAIT_S
+        while True:
             with contextlib.suppress(Exception):
-                total, stopped = running.child.cpu_ns()
-                if stopped:
-                    break
+                reading = running.child.cpu_ns()
+            if reading is None or reading.stopped or time.monotonic() > deadline:
+                return reading
             time.sleep(0.001)
-        return total
 
-    def _no_escape(self, before: int | None) -> None:
-        """A stopped runner runs nothing: its processes' CPU time may not grow while it is
-        stopped (a SIGCONT of its own, from a timer or anything else, would let it see the
-        inputs of a window before the clock starts, or slow the reference's)."""
+    def _no_escape(self, before: CpuReading | None) -> None:
+        """A stopped runner runs nothing: while it is stopped its processes' CPU time may not
+        grow, no task may start or end, and every task must be stopped (a SIGCONT of its own,
+        from a timer or anything else, would let it see the inputs of a window before the
+        clock starts, or slow the reference's)."""
         after = self._candidate_cpu()
-        if before is None or after is None or after - before <= ESCAPE_NS:
+        if before is None or after is None:
             return
-        if not any(f.code == "stop_escaped" for f in self.ev.flags):
-            self.ev.flags.append(Flag("stop_escaped", STOP_ESCAPED.format(
-                ms=(after - before) / 1e6), "reject"))
+        grew = after.ns - before.ns
+        why = (f"ran {grew / 1e6:.2f} ms" if abs(grew) > ESCAPE_NS else
+               "started or ended a thread or process" if after.tasks != before.tasks else
+               "did not stay stopped" if not (before.stopped and after.stopped) else "")
+        if why and not any(f.code == "stop_escaped" for f in self.ev.flags):
+            self.ev.flags.append(Flag("stop_escaped", STOP_ESCAPED.format(why=why), "reject"))
 
     def handoff_ms(self) -> float:
         """A window's fixed cost (signals, requests, the seal's round trip): the median of
