@@ -162,7 +162,12 @@ def bind_to_parent() -> None:
 
 
 def _watch(fd: int, parent_of_watcher: int) -> None:
-    """The watcher: wait until the app dies (EOF) or the child ends, then kill the group."""
+    """The watcher: wait until the app dies (EOF) or the child ends, then kill the group.
+    It leaves the child's process group (not its session): the parent stops and resumes a
+    child by its group, and a watcher stopped with it when the app died stayed stopped for
+    ever."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
     with contextlib.suppress(OSError):
         os.closerange(3, fd)
         os.closerange(fd + 1, 1 << 16)
