@@ -298,7 +298,7 @@ def test_a_cancel_ends_the_wait_and_an_unshared_lane_never_waits(tmp_path: Path)
     assert not gate.begin_timing(lambda _: None, lambda: None, cancel)
     assert gate.waiting == 0 and gate.timing == 0
     share = _share(tmp_path, "never", mode="never")
-    with share.generating(1, 0, print, threading.Event()):
-        with share.timing("r001s1-bbbbbb", "cuda:0", print, threading.Event()) as quiet:
-            assert quiet  # not shared: times at once, and the log shows the overlap
+    with (share.generating(1, 0, print, threading.Event()),
+          share.timing("r001s1-bbbbbb", "cuda:0", print, threading.Event()) as quiet):
+        assert quiet  # not shared: times at once, and the log shows the overlap
     assert len(overlaps(read_events(tmp_path / "events.jsonl"))) == 1
