@@ -7,7 +7,9 @@ parsed and queued for evaluation as soon as it is complete, so evaluation overla
 other slots' generation. Queued candidates go through the pool's pipeline (``engine.pool``,
 ``engine.stages``): they compile on the CPU cores while earlier ones are timed, and are
 evaluated, one at a time per device, in the order they were queued. A record is appended
-the moment its verdict is known.
+the moment its verdict is known. Where the model server shares the timing GPU
+(``engine.gpu_share``), an evaluation waits until no stream is in flight, and a stream
+waits for an evaluation running or waiting.
 """
 
 from __future__ import annotations

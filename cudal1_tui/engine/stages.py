@@ -5,7 +5,9 @@ gate, then the sandboxed build, announced as ``compiling`` with the round's buil
 (``done``/``total``). A gate rejection or a failed build is the candidate's verdict and is
 recorded without taking the device. Evaluate stage (the pool's evaluate thread, holding the
 device): the gate for candidates that skipped the build stage, then the evaluator, whose
-progress becomes ``verifying``/``timing``. Both stages watch the workspace's cancel event
+progress becomes ``verifying``/``timing``; on a GPU the model server shares, the evaluation
+first waits for the model's streams to end and checks the GPU's free memory
+(``engine.gpu_share``). Both stages watch the workspace's cancel event
 and hand it to the evaluator's subprocesses.
 """
 
