@@ -25,7 +25,7 @@ from cudal1_tui.engine.generate import ModelGateway
 from cudal1_tui.engine.pool import EvalPool
 from cudal1_tui.engine.recording import torch_compile_ms
 from cudal1_tui.engine.round import RoundRunner, RoundSummary
-from cudal1_tui.engine.share_setup import open_share, shared_note
+from cudal1_tui.engine.share_setup import share_for_lanes
 from cudal1_tui.engine.workspace import Emit, Workspace
 from cudal1_tui.errors import ConfigError, SessionError
 from cudal1_tui.judging import JUDGE
@@ -261,11 +261,8 @@ class Engine:
 
     def _share_gpu(self, ws: Workspace) -> None:
         """Which GPUs the model server uses; timing waits for it where it shares ours."""
-        devices = [use.device for use in ws.pool.lanes.usage()]
-        ws.share = open_share(self.settings, ws.session.path, self._probe, devices)
-        note = shared_note(ws.share, devices)
-        if note:
-            self.emit(EngineError(note, "", 0, True, severity="info"))
+        ws.share = share_for_lanes(self.settings, ws.session.path, self._probe,
+                                   ws.pool.lanes, self.emit)
 
     def _workspace(self) -> Workspace:
         if self._ws is None:

@@ -10,9 +10,13 @@ from pathlib import Path
 
 from cudal1_evaluator.schema import ProbeResult
 from cudal1_tui.config import Settings
+from cudal1_tui.engine.events import EngineError
 from cudal1_tui.engine.gpu_share import ALWAYS, AUTO, GpuShare
+from cudal1_tui.engine.lanes import Lanes, SlotLanes
+from cudal1_tui.engine.workspace import Emit
 from cudal1_tui.gpushare import listeners, memory, server_gpus, smi
 from cudal1_tui.gpushare.devices import torch_index
+from cudal1_tui.gpushare.memory import GpuMemoryError
 from cudal1_tui.gpushare.server_gpus import ServerGpus
 from cudal1_tui.gpushare.smi import SmiRunner
 from cudal1_tui.store import naming
@@ -24,6 +28,8 @@ def _server(settings: Settings, devices: list[str], run: SmiRunner,
     on_gpu = any(torch_index(d) is not None for d in devices)
     if settings.wait_for_model != AUTO:
         return ServerGpus((), f"wait_for_model = {settings.wait_for_model}")
+    if not devices:
+        return ServerGpus((), "evaluations are placed by the cluster's scheduler")
     if not on_gpu:
         return ServerGpus((), "timing on the CPU")
     return server_gpus.detect(settings.base_url, settings.model_gpus, run=run, root=root)
@@ -58,3 +64,21 @@ def shared_note(share: GpuShare, devices: list[str]) -> str:
     gpus = ", ".join(str(g) for g in share.server.gpus)
     return (f"{share.server.name} uses GPU {gpus} ({share.server.how}), where candidates "
             f"are timed ({', '.join(shared)}): timed evaluations wait while it generates")
+
+
+def share_for_lanes(settings: Settings, session_path: Path, probe: ProbeResult | None,
+                    lanes: Lanes, emit: Emit) -> GpuShare:
+    """The session's share, said to the user: an info line when timing waits for the model,
+    an error now (before any round) when a GPU lacks the room an evaluation needs. A
+    cluster's scheduler places evaluations on other hosts: nothing here is shared then."""
+    devices = [] if isinstance(lanes, SlotLanes) else [use.device for use in lanes.usage()]
+    share = open_share(settings, session_path, probe, devices)
+    note = shared_note(share, devices)
+    if note:
+        emit(EngineError(note, "", 0, True, severity="info"))
+    for device in devices:
+        try:
+            share.check_memory(device)
+        except GpuMemoryError as exc:
+            emit(EngineError(exc.message, exc.fix, 0, True))
+    return share

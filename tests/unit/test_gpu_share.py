@@ -17,9 +17,11 @@ import pytest
 
 from cudal1_evaluator.schema import ProbeResult, TensorSpec
 from cudal1_tui.config import Settings
+from cudal1_tui.engine.events import EngineError
 from cudal1_tui.engine.gpu_share import GpuShare, stream_waits, timing_waits
+from cudal1_tui.engine.lanes import LocalLanes, SlotLanes
 from cudal1_tui.engine.quiet_gate import QuietGate
-from cudal1_tui.engine.share_setup import open_share, shared_note
+from cudal1_tui.engine.share_setup import open_share, share_for_lanes, shared_note
 from cudal1_tui.gpushare import listeners, memory, smi
 from cudal1_tui.gpushare.devices import physical_gpu
 from cudal1_tui.gpushare.server_gpus import ServerGpus, detect, kind_of, local_port, parse_setting
@@ -243,6 +245,23 @@ def test_open_share_detects_and_logs(fake_smi: Path, proc: Path, tmp_path: Path)
     never = open_share(Settings(wait_for_model="never"), tmp_path, None, ["cuda:0"],
                        root=proc)
     assert not never.shares("cuda:0")
+
+
+def test_a_session_is_told_at_once(fake_smi: Path, tmp_path: Path) -> None:
+    """The real ``/proc`` (nothing serves port 1: vLLM is found by its process name) and the
+    fake ``nvidia-smi``: the session hears that timing waits, and that GPU 0 lacks room."""
+    said: list[EngineError] = []
+    settings = Settings(base_url="http://localhost:1/v1")
+    share = share_for_lanes(settings, tmp_path, _probe(), LocalLanes(["cuda:0", "cuda:1"]),
+                            said.append)  # type: ignore[arg-type]
+    assert share.shares("cuda:0") and not share.shares("cuda:1")
+    info, error = said
+    assert info.severity == "info" and info.message.startswith("vLLM uses GPU 0")
+    assert error.severity == "error" and "too little free memory on GPU 0" in error.message
+    assert "--gpu-memory-utilization" in error.fix
+    on_ray = share_for_lanes(settings, tmp_path, _probe(), SlotLanes(4, "cuda"),
+                             said.append)  # type: ignore[arg-type]
+    assert not on_ray.shares("cuda") and len(said) == 2
 
 
 def _share(tmp_path: Path, name: str, mode: str = "always") -> GpuShare:
