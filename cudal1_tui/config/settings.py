@@ -42,6 +42,9 @@ class Settings:
     memory_limit_mb: int = 16384
     strict_threshold: float = 10.0
     compare_torch_compile: bool = False
+    model_gpus: str = "auto"  # GPUs the model server uses: auto (detect), none, or 0 / 0,1
+    wait_for_model: str = "auto"  # timing waits while the model generates: auto, always, never
+    gpu_memory_margin_mb: int = 1024  # kept free beyond an evaluation's estimated need
     sessions_dir: str = ""  # empty: the platform's data dir
     build_dir: str = ""  # empty: the platform's cache dir
     seed: int = 0

@@ -15,6 +15,9 @@ from cudal1_evaluator.schema import DEVICE_FORMS, REWARDS, TOLERANCES, parse_dev
 from cudal1_tui.config.keymap import key_problem
 from cudal1_tui.config.settings import Origin, Settings
 from cudal1_tui.errors import ConfigError
+from cudal1_tui.gpushare.server_gpus import parse_setting as parse_model_gpus
+
+WAIT_CHOICES = ("auto", "always", "never")
 
 DEVICE_CHOICES = f"auto, {', '.join(DEVICE_FORMS)}"
 
@@ -45,6 +48,22 @@ def _device(value: object) -> str:
     return f"device must be {DEVICE_CHOICES}, got {value!r}"
 
 
+def _model_gpus(value: object) -> str:
+    try:
+        parse_model_gpus(str(value))
+    except ValueError as exc:
+        return str(exc)
+    return ""
+
+
+def _non_negative(name: str) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        ok = isinstance(value, int | float) and value >= 0
+        return "" if ok else f"{name} must be 0 or more, got {value!r}"
+
+    return check
+
+
 def _positive(name: str) -> Callable[[object], str]:
     def check(value: object) -> str:
         ok = isinstance(value, int | float) and value > 0
@@ -62,6 +81,9 @@ def checks() -> dict[str, Callable[[object], str]]:
         "timing_budget_s": _positive("timing_budget_s"),
         "eval_timeout_s": _positive("eval_timeout_s"),
         "max_tokens": _positive("max_tokens"),
+        "model_gpus": _model_gpus,
+        "wait_for_model": _choice("wait_for_model", WAIT_CHOICES),
+        "gpu_memory_margin_mb": _non_negative("gpu_memory_margin_mb"),
     }
 
 

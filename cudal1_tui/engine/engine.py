@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal
 
+from cudal1_evaluator.schema import ProbeResult
 from cudal1_tui.config import Settings, build_dir
 from cudal1_tui.engine import opening
 from cudal1_tui.engine.events import (
@@ -24,6 +25,7 @@ from cudal1_tui.engine.generate import ModelGateway
 from cudal1_tui.engine.pool import EvalPool
 from cudal1_tui.engine.recording import torch_compile_ms
 from cudal1_tui.engine.round import RoundRunner, RoundSummary
+from cudal1_tui.engine.share_setup import share_for_lanes
 from cudal1_tui.engine.workspace import Emit, Workspace
 from cudal1_tui.errors import ConfigError, SessionError
 from cudal1_tui.judging import JUDGE
@@ -67,6 +69,7 @@ class Engine:
         self.device = ""
         self.model_available = False
         self.last_error = ""
+        self._probe: ProbeResult | None = None
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -94,6 +97,7 @@ class Engine:
             emit=self.emit, reference_ms=opened.reference_ms,
             cuda_arch=opened.cuda_arch, judge=JUDGE if fleet is None else fleet.judge)
         self._ws = ws
+        self._probe = opened.probe
         self.session_id, self.session_path = ws.session.id, ws.session.path
         self.problem_name, self.problem_source = ws.problem.name, ws.problem.eval_source
         self.reference_ms, self.device = opened.reference_ms, opened.device
@@ -253,6 +257,12 @@ class Engine:
                 ws.session.update_meta(model=availability.model)
         else:
             self.emit(EngineError(availability.message, availability.fix, 0, True))
+        self._share_gpu(ws)
+
+    def _share_gpu(self, ws: Workspace) -> None:
+        """Which GPUs the model server uses; timing waits for it where it shares ours."""
+        ws.share = share_for_lanes(self.settings, ws.session.path, self._probe,
+                                   ws.pool.lanes, self.emit)
 
     def _workspace(self) -> Workspace:
         if self._ws is None:

@@ -41,6 +41,7 @@ class Opened:
     reference_ms: float | None
     resumed: bool
     cuda_arch: str = ""  # the GPU's compute capability: builds then never open the GPU
+    probe: ProbeResult | None = None  # what the reference's probe measured
 
 
 def eval_source(source: str, sizes: Sizes, device: str) -> str:
@@ -130,4 +131,4 @@ def open_workspace(problem_path: Path, settings: Settings, resume: str | Path | 
                        result, _at_cpu_sizes(problem)))
     capability = result.device.get("capability") if device.startswith("cuda") else None
     return Opened(session, problem, device, result.reference_time_ms, resume is not None,
-                  str(capability or ""))
+                  str(capability or ""), result)

@@ -7,7 +7,9 @@ parsed and queued for evaluation as soon as it is complete, so evaluation overla
 other slots' generation. Queued candidates go through the pool's pipeline (``engine.pool``,
 ``engine.stages``): they compile on the CPU cores while earlier ones are timed, and are
 evaluated, one at a time per device, in the order they were queued. A record is appended
-the moment its verdict is known.
+the moment its verdict is known. Where the model server shares the timing GPU
+(``engine.gpu_share``), an evaluation waits until no stream is in flight, and a stream
+waits for an evaluation running or waiting.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from cudal1_tui.llm.client_errors import ModelCancelled, StreamCut
 from cudal1_tui.llm.completion import Completion
 from cudal1_tui.llm.parsing import parse_reply
 from cudal1_tui.proposers import BuiltinCandidate
-from cudal1_tui.records import CandidateRecord
+from cudal1_tui.records import CandidateRecord, SamplingSettings
 
 CANCELLED_BY_USER = "cancelled by the user while the model was replying"
 
@@ -158,9 +160,7 @@ class RoundRunner:
         self._stage(slot, "generating")
         cancel = self._slot_cancels.get(slot) or SlotCancel(ws.cancel)
         try:
-            completion = ws.gateway.generate(slot, prompt.messages, sampling, self._chunk,
-                                             cancel, lambda text: self._stage(
-                                                 slot, "generating", text))
+            completion = self._generate(slot, prompt, sampling, cancel)
         except ModelCancelled as exc:
             if cancel.slot_only:  # the user stopped this slot: keep what it had said
                 if exc.partial:  # its reply and the reasoning streamed so far
@@ -179,6 +179,20 @@ class RoundRunner:
             # the stream is over: esc can no longer stop this slot (its verdict is on its way)
             self._slot_cancels.pop(slot, None)
         self._parsed(draft, completion)
+
+    def _generate(self, slot: int, prompt: prompts.Prompt, sampling: SamplingSettings,
+                  cancel: SlotCancel) -> Completion:
+        """One stream, kept apart from timed evaluations on a GPU the server shares."""
+        ws = self.ws
+
+        def notify(text: str) -> None:
+            self._stage(slot, "generating", text)
+
+        with ws.share.generating(self.round, slot, notify, cancel) as started:
+            if not started:
+                raise ModelCancelled([])
+            return ws.gateway.generate(slot, prompt.messages, sampling, self._chunk, cancel,
+                                       notify)
 
     def _chunk(self, slot: int, kind: str, text: str, tokens: int, rate: float) -> None:
         chunk_kind: ChunkKind = "reasoning" if kind == "reasoning" else "content"

@@ -5,7 +5,9 @@ gate, then the sandboxed build, announced as ``compiling`` with the round's buil
 (``done``/``total``). A gate rejection or a failed build is the candidate's verdict and is
 recorded without taking the device. Evaluate stage (the pool's evaluate thread, holding the
 device): the gate for candidates that skipped the build stage, then the evaluator, whose
-progress becomes ``verifying``/``timing``. Both stages watch the workspace's cancel event
+progress becomes ``verifying``/``timing``; on a GPU the model server shares, the evaluation
+first waits for the model's streams to end and checks the GPU's free memory
+(``engine.gpu_share``). Both stages watch the workspace's cancel event
 and hand it to the evaluator's subprocesses.
 """
 
@@ -29,6 +31,7 @@ from cudal1_tui.records import CandidateRecord
 BUILD_STARTED = "building the candidate's extension"
 Record = Callable[[Draft, Result], CandidateRecord]
 Report = Callable[[int, Exception], None]
+Progress = Callable[[str, int, int, str], None]
 FAILURES = (Cudal1Error, OSError, ValueError)
 DOCTOR_FIX = "check the settings; `cudal1-tui doctor` checks the toolchain"
 
@@ -158,15 +161,25 @@ class Stages:
         with ws.pool.on_lane(waiting, ws.cancel) as device:
             if device is None:
                 return None  # cancelled while another session held the device
+            result = self._on_device(draft, on_lane(job, device), prepared, progress, waiting)
+        if result is None or ws.cancel.is_set():
+            return None  # cut short: its verdict would not be a real one
+        return self._record(draft, result)
+
+    def _on_device(self, draft: Draft, job: Job, prepared: Prepared, progress: Progress,
+                   waiting: Callable[[str], None]) -> Result | None:
+        """The evaluation on the lane held: once the model server is quiet on a GPU it
+        shares, and with room on the GPU; None when cancelled or failed (reported)."""
+        ws = self.ws
+        with ws.share.timing(draft.record_id, job.device, waiting, ws.cancel) as quiet:
+            if not quiet:
+                return None  # cancelled while the model generated
             try:
-                result = ws.judge.evaluate(on_lane(job, device), prepared,
-                                           on_progress=progress, cancel=ws.cancel)
+                ws.share.check_memory(job.device)
+                return ws.judge.evaluate(job, prepared, on_progress=progress, cancel=ws.cancel)
             except FAILURES as exc:
                 self._failed(draft, exc)
                 return None
-        if ws.cancel.is_set():
-            return None  # cut short: its verdict would not be a real one
-        return self._record(draft, result)
 
     def _failed(self, draft: Draft, exc: Exception) -> None:
         if not self.ws.cancel.is_set():

@@ -10,6 +10,7 @@ from pathlib import Path
 from cudal1_tui.config import Settings
 from cudal1_tui.engine.events import EngineEvent
 from cudal1_tui.engine.generate import ModelGateway
+from cudal1_tui.engine.gpu_share import GpuShare, unshared
 from cudal1_tui.engine.pool import EvalPool
 from cudal1_tui.judging import JUDGE, Judge
 from cudal1_tui.problem.model import ClassSignature, Inspection
@@ -46,6 +47,7 @@ class Workspace:
     emit: Emit
     reference_ms: float | None = None
     cuda_arch: str = ""
+    share: GpuShare = field(default_factory=unshared)  # the GPU shared with the model server
     judge: Judge = JUDGE
     cancel: threading.Event = field(default_factory=threading.Event)
     write_lock: threading.Lock = field(default_factory=threading.Lock)

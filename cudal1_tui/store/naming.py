@@ -11,6 +11,7 @@ REFERENCE_FILE = "problem.py"  # the pristine reference, never modified
 TRACE_FILE = "trace.jsonl"
 CANDIDATES_DIR = "candidates"
 LOCK_FILE = "session.lock"
+EVENTS_FILE = "events.jsonl"  # when generations and timed evaluations ran (store.event_log)
 
 
 def now_iso() -> str:
