@@ -238,3 +238,51 @@ def test_a_stopped_child_of_a_killed_run_is_ended_at_the_next_start(tmp_path: Pa
                 os.kill(pid, signal.SIGKILL)
         for path in (dead_dir, live_dir):
             shutil.rmtree(path, ignore_errors=True)
+
+
+OWNER = r"""
+import os, signal, subprocess, sys, time
+from cudal1_evaluator.isolation import lifetime
+child = subprocess.Popen(
+    [sys.executable, "-c", "from cudal1_evaluator.isolation import lifetime\n"
+     "lifetime.bind_to_parent()\nimport time\ntime.sleep(60)"],
+    env={**os.environ, **lifetime.child_env()}, pass_fds=(lifetime.watchdog_fd(),),
+    start_new_session=True)
+time.sleep(1.0)  # the child binds itself and forks its watcher
+os.killpg(child.pid, signal.SIGSTOP)  # as the evaluator stops a child by its group
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_child_stopped_by_its_group_dies_with_its_killed_owner() -> None:
+    """The owner is killed while it holds its child stopped: the child and its watcher (which
+    kills the child's session) are gone within seconds, none left stopped."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert owner.stdout is not None
+        child = int(owner.stdout.readline())
+        session = [pid for pid in _all_pids() if _session_of(pid) == child]
+        assert child in session and len(session) >= 2  # the child and its watcher
+        owner.kill()
+        owner.wait()
+        deadline = time.monotonic() + 10
+        while any(_state(pid) not in ("", "Z") for pid in session) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [pid for pid in session if _state(pid) not in ("", "Z")] == []
+    finally:
+        owner.kill()
+
+
+def _all_pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _session_of(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+        return int(fields[3])
+    except (OSError, IndexError, ValueError):
+        return -1
