@@ -398,7 +398,7 @@ class Conductor:
         if isinstance(changed, dict):
             self.ev.settings_changed = changed
         self.ev.precision = precision.classify(self.ev.settings_changed,
-                                               self.job.candidate_source)
+                                               self.job.candidate_source, self.job.device)
 
     def correctness(self) -> None:
         trials = self.job.correctness_trials

@@ -12,6 +12,7 @@ source's mentions of half types are kept as a hint (``source_hint``) and decide 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
 
@@ -48,7 +49,26 @@ def source_hint(source: str) -> str:
     return "fp16+bf16" if fp16 and bf16 else "fp16" if fp16 else "bf16" if bf16 else ""
 
 
-def classify(settings_changed: SettingsChanged, source: str = "") -> PrecisionInfo:
+def cpu_has_bf16_units() -> bool:
+    """Whether this x86 CPU multiplies in bf16 (``avx512_bf16`` or AMX): there, a float32
+    matmul precision below "highest" really computes in bf16; elsewhere it does nothing."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return False
+    return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", flags))
+
+
+def _on_cpu(settings: SettingsChanged) -> str:
+    """A CPU ignores the TF32 switches; "medium" matmul precision is bf16 where the CPU has
+    bf16 units, and nothing where it has none."""
+    medium = any(str(_after(v)) == "medium" for k, v in settings.items()
+                 if k.endswith("precision"))
+    return "bf16" if medium and cpu_has_bf16_units() else "fp32"
+
+
+def classify(settings_changed: SettingsChanged, source: str = "",
+             device: str = "cuda") -> PrecisionInfo:
     """From what ran: the settings in effect during the candidate's calls (those it changed
     against the baseline) and the reduced dtypes that reached its ops (carried under
     ``OBSERVED_KEY``). {"candidate": fp32|tf32|fp16|bf16|mixed, "reference": baseline|tf32|
@@ -62,6 +82,8 @@ def classify(settings_changed: SettingsChanged, source: str = "") -> PrecisionIn
         candidate = "mixed"
     elif fp16 or bf16:
         candidate = "fp16" if fp16 else "bf16"
+    elif not device.startswith("cuda"):
+        candidate = _on_cpu(settings_changed)
     else:
         candidate = "tf32" if tf32 else "fp32"
     autocast = "fp16" if fp16 else "bf16" if bf16 else None

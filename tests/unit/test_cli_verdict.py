@@ -35,8 +35,9 @@ def test_a_clean_ok_says_nothing_and_a_parse_error_comes_first() -> None:
     assert verdict_details(Result(status="ok")).plain == ""
     refused = Result(status="rejected", message="no code block",
                      flags=[Flag("parse_error", "no code block")])
+    # the message repeats the reject's reason: said once (issue 23: no rejection twice)
     assert verdict_details(refused, parse_error="the reply has no code").plain.splitlines() == [
-        "the reply has no code", "no code block", "integrity reject: parse_error: no code block"]
+        "the reply has no code", "integrity reject: parse_error: no code block"]
 
 
 def test_a_stored_record_renders_like_its_result() -> None:
