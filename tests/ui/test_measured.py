@@ -137,6 +137,7 @@ async def _accept_asks(app: CudaL1App, pilot: object, record_id: str) -> str:
     _select(app, record_id)
     await pilot.press("a")  # type: ignore[attr-defined]
     assert isinstance(app.screen, ConfirmScreen), record_id
+    await pilot.pause()  # type: ignore[attr-defined]
     body = plain(app.screen.query_one("#confirm-body", Static))
     # the safe answer has the focus (the quit dialog is the same screen)
     assert app.focused is app.screen.query_one("#confirm-no", Button)

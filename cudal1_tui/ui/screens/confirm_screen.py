@@ -18,6 +18,8 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("y", "answer(True)", "yes", show=False),
     ]
 
+    AUTO_FOCUS = "#confirm-no"  # the safe answer, from the first frame on
+
     def __init__(self, title: str, body: str, yes: str = "Accept anyway") -> None:
         super().__init__()
         self._title, self._body, self._yes = title, body, yes
