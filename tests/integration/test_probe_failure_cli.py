@@ -24,7 +24,7 @@ class ModelNew(nn.Module):
 '''
 
 
-@pytest.mark.parametrize("command", ["app", "run", "eval"])
+@pytest.mark.parametrize("command", ["app", "resume", "run", "eval"])
 def test_a_problem_that_fails_its_probe_is_one_compiler_style_error(
         command: str, tmp_path: Path) -> None:
     problem = tmp_path / "raises.py"
@@ -34,6 +34,9 @@ def test_a_problem_that_fails_its_probe_is_one_compiler_style_error(
     sessions = ["--sessions-dir", str(tmp_path / "sessions")]
     argv = {
         "app": [str(problem), "--device", "cpu", *sessions],
+        # a resumed session's problem is probed before the app opens too
+        "resume": [str(problem), "--device", "cpu", *sessions, "--resume",
+                   "2026-11-27_0000_raises_000000"],
         "run": ["run", str(problem), "--headless", "--rounds", "1", "--device", "cpu",
                 "--no-builtin", *sessions],
         "eval": ["eval", str(problem), str(candidate), "--device", "cpu"],

@@ -105,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
     resume = args.resume
     if resume is not None:
         resume = resolve_ref(resume, sessions_dir(settings), problem=path.stem)
-    elif not args.measure_startup:
-        on_termination(lambda signum: exit_now(128 + signum))  # no session yet: nothing to save
+    if not args.measure_startup:  # a resumed session's problem too: it may have broken since
+        on_termination(lambda signum: exit_now(128 + signum))  # no session open: nothing to save
         failed = _probe_first(path, settings, args.sizes)
         if failed is not None:
             report(failed)
