@@ -321,10 +321,17 @@ class Conductor:
         return cast(list[CheckResult], reply["results"])  # the trusted referee's reply
 
     def _xdirs(self) -> None:
+        """Each runner's exchange dir, in its own dir; a child that already ended (it refused
+        to start, say) took its dir along: then the evaluation ends on what it reported."""
         for running in self.runners.values():
             if running.xdir is None:
-                running.xdir = running.child.exchange / f"xchg-{secrets.token_hex(8)}"
-                running.xdir.mkdir(mode=0o700)
+                xdir = running.child.exchange / f"xchg-{secrets.token_hex(8)}"
+                try:
+                    xdir.mkdir(mode=0o700)
+                except OSError as exc:
+                    raise PeerGone(f"the child ended before it started ({exc.strerror})") \
+                        from None
+                running.xdir = xdir
 
     # -- phases ----------------------------------------------------------------------------
     def start(self, reuse: Reuse | None = None) -> None:
