@@ -140,16 +140,21 @@ def _feed(runs: list[ProblemRun], gate: threading.BoundedSemaphore,
 
         def one(run: ProblemRun = run) -> None:
             try:
-                run.run()
+                run.run(finished=lambda: _reported(run, progress))
             finally:
-                progress.state(run.name, "error" if run.failure else "done")
-                if run.failure is not None:  # a compiler-style line names its file already
-                    message = run.failure.message
-                    _error(progress.console, message if compiler_style(message)
-                           else f"{run.name}: {message}", run.failure.fix)
                 gate.release()
 
         threading.Thread(target=one, name=f"problem-{run.name}", daemon=True).start()
+
+
+def _reported(run: ProblemRun, progress: FleetProgress) -> None:
+    """A problem's end on the progress view, its failure said (before the run counts as done:
+    the main thread may exit right after)."""
+    progress.state(run.name, "error" if run.failure else "done")
+    if run.failure is not None:  # a compiler-style line names its file already
+        message = run.failure.message
+        _error(progress.console, message if compiler_style(message)
+               else f"{run.name}: {message}", run.failure.fix)
 
 
 def _cancel_all(runs: list[ProblemRun]) -> None:

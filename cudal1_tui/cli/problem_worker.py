@@ -72,7 +72,8 @@ class ProblemRun:
     done: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def run(self) -> None:
+    def run(self, finished: Callable[[], None] | None = None) -> None:
+        """The problem's rounds; ``finished`` (reporting its end) runs before ``done`` is set."""
         try:
             if not self.stop.is_set():
                 self._run()
@@ -82,7 +83,11 @@ class ProblemRun:
             self.error, self.code = exc, EXIT_ERROR
         finally:
             self._close()
-            self.done.set()
+            try:
+                if finished is not None:
+                    finished()
+            finally:
+                self.done.set()
 
     def cancel(self) -> None:
         self.stop.set()
