@@ -79,10 +79,8 @@ class WindowSeal:
         """An empty window's seal: the same gathers a full one makes, on our own buffer, so
         the hand-off the empty windows measure holds the seal's own cost."""
         flat = buffer.reshape(-1).view(torch.uint8)
-        for _ in range(SAMPLED_CALLS + 1):
-            one = Placed(buffer, flat, 0, flat.numel(), ("own",))
-            self.placed.setdefault(-1, []).append(one)
-        self.probe_placed(list(self.placed.pop(-1)), gen)
+        self.probe_placed([Placed(buffer, flat, 0, flat.numel(), ("own",))
+                           for _ in range(SAMPLED_CALLS + 1)], gen)
 
     def call(self, placer: Placer, j: int) -> list[Placed]:
         """Call ``j``'s outputs, placed (once)."""
