@@ -323,6 +323,8 @@ def main() -> int:
     parser.add_argument("--skip-names", nargs="*", default=[],
                         help="exact pair names to drop (the pairs a run cut by --deadline-s "
                              "measured)")
+    parser.add_argument("--shard", default="1/1",
+                        help="K/N: every Nth pair from the Kth (one process per GPU)")
     parser.add_argument("--deadline-s", type=float, default=0.0,
                         help="start no pair after this many seconds (0: no deadline); the "
                              "rows so far are written and the rest named, for a later --skip")
@@ -336,6 +338,8 @@ def main() -> int:
         print(swept.summary(), flush=True)
     pairs = [p for p in chosen(load_pairs(args.target), args.device, args.only, args.skip)
              if p.name not in args.skip_names]
+    shard, shards = (int(n) for n in args.shard.split("/"))
+    pairs = pairs[shard - 1::shards]
     if not pairs:
         raise SystemExit("no pairs left after --device/--only/--skip")
     arch = cuda_arch(args.device)

@@ -17,12 +17,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from cudal1_evaluator import launch  # noqa: E402
+from cudal1_evaluator.parent import conduct  # noqa: E402
 from cudal1_evaluator.schema import Job, Result  # noqa: E402
 
 PROBLEM = '''
@@ -79,8 +81,40 @@ def _phases(t0: float, events: list[Event], end: float) -> list[tuple[str, float
     return rows
 
 
+OPS: dict[str, list[float]] = {}  # "referee:seal" -> seconds of each request, this evaluation
+
+
+def _timed(name: str, method: Any) -> Any:
+    """The parent's own request method, timed per op (trusted code, this process only)."""
+    def wrapper(self: conduct.Conductor, *args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            message = next((a for a in args if isinstance(a, dict)), {})
+            side = f"{args[0]}:" if name == "runner" and args else ""
+            OPS.setdefault(f"{name} {side}{message.get('op', '')}", []).append(
+                time.monotonic() - started)
+    return wrapper
+
+
+def _time_requests() -> None:
+    conduct.Conductor._ask_referee = _timed("referee", conduct.Conductor._ask_referee)  # type: ignore[method-assign]
+    conduct.Conductor._ask_runner = _timed("runner", conduct.Conductor._ask_runner)  # type: ignore[method-assign]
+
+
+def _print_requests(wall: float) -> None:
+    total = sum(sum(v) for v in OPS.values())
+    print(f"  requests: {total:.2f} s of {wall:.2f} s (the rest: children's start, waits, "
+          "the profile pass, the verdict)")
+    for key, values in sorted(OPS.items(), key=lambda kv: -sum(kv[1]))[:14]:
+        print(f"    {key:<40} n={len(values):4d} total {sum(values):6.2f} s "
+              f"median {1e3 * sorted(values)[len(values) // 2]:7.1f} ms")
+
+
 def evaluate_once(job: Job) -> tuple[Result, list[tuple[str, float]], float]:
     events: list[Event] = []
+    OPS.clear()
     t0 = time.monotonic()
     result = launch.evaluate(job, on_progress=lambda s, d, n, _x: events.append(
         (time.monotonic(), s, d, n)))
@@ -109,6 +143,7 @@ def main() -> int:
                         help="seconds between evaluations (the model writing the next "
                              "candidate), in which the next worker starts warm")
     args = parser.parse_args()
+    _time_requests()
     device = args.device
     if device is None:
         import torch
@@ -134,6 +169,7 @@ def main() -> int:
         print(f"  {'phase (parent view)':<56}{'seconds':>8}")
         for label, seconds in rows:
             print(f"  {label:<56}{seconds:>8.2f}")
+        _print_requests(wall)
     time.sleep(args.gap)
     phases, busy, wall = worker_phases(job)
     if phases:

@@ -10,17 +10,25 @@
 #   latency [OPTS...]   does our clock charge candidates their host launch cost? (do_bench vs
 #                       Clock with and without its head start, a 256 MB flush, host time)
 #   tests [PYTEST...]   pytest -m gpu (e.g. --ignore=tests/exploits where the exploits step ran)
+#   exploit-shard K/N   every Nth exploit case from the Kth (one process per GPU, below)
+#   watch               what the evaluator's watch of other GPU work sees (gpu_watch_diag.py)
+#   scaling [OPTS...]   benchmarks/scaling.py (candidates a minute over 1, 2, 4 … GPUs)
+#   shared [OPTS...]    benchmarks/shared_gpu.py (a generating model server on the timing GPU)
 #   diag                TorchScript in our worker vs a plain process; reduce-overhead outputs held;
 #                       conv_bn_fold_eval's wall time outside the timed calls, three times
 # Run from the repository root on the GPU host. Wheels for the app's other dependencies (the
 # static gate needs tree-sitter) may be carried in .whl/: they are installed with pip into the
 # host's own interpreter, as a user would. Results land in $OUT (default ./gpu-out).
+# Steps on several GPUs at once: install once, then one process per GPU, e.g.
+#   bash benchmarks/gpu_session.sh watch
+#   for i in 0 1 2; do SKIP_INSTALL=1 CUDA_VISIBLE_DEVICES=$i OUT=$OUT/g$i \
+#     bash benchmarks/gpu_session.sh corpus --shard $((i + 1))/3 & done; wait
 set -uo pipefail
 OUT=${OUT:-gpu-out}
 CALL_S=${CALL_S:-585}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
-if [ -d .whl ]; then
+if [ -d .whl ] && [ -z "${SKIP_INSTALL:-}" ]; then
   python3 -m pip install -q --no-index --find-links .whl textual openai tree-sitter \
     tree-sitter-python tree-sitter-cpp tree-sitter-c tree-sitter-cuda gitpython platformdirs \
     pytest pytest-timeout pytest-asyncio 2>&1 | grep -v -i warning | tail -3
@@ -41,6 +49,18 @@ run_step() {
       timeout "$(left 10)" python3 tests/exploits/suite.py cuda --deadline-s "$(left 60)" \
         --json "$OUT/exploits_$step.json" "${only[@]}" > "$OUT/exploits_$step.log" 2>&1
       grep -E "^\[|deadline|as expected" "$OUT/exploits_$step.log" | tail -45 ;;
+    exploit-shard)
+      timeout "$(left 10)" python3 tests/exploits/suite.py cuda --deadline-s "$(left 60)" \
+        --json "$OUT/exploits_$step.json" --shard "$1" > "$OUT/exploits_$step.log" 2>&1
+      grep -E "^\[|deadline|as expected" "$OUT/exploits_$step.log" | tail -45 ;;
+    watch)
+      timeout "$(left 5)" python3 benchmarks/gpu_watch_diag.py 2>&1 | tee "$OUT/gpu_watch.log" ;;
+    scaling)
+      timeout "$(left 5)" python3 benchmarks/scaling.py --out "$OUT" "$@" 2>&1 \
+        | tee "$OUT/scaling.log" | tail -20 ;;
+    shared)
+      timeout "$(left 5)" python3 benchmarks/shared_gpu.py --out "$OUT" "$@" 2>&1 \
+        | tee "$OUT/shared_gpu.log" | tail -30 ;;
     corpus)
       local budget; budget=$(left "${RESERVE_S:-20}")
       timeout "$budget" python3 benchmarks/compare_gpu.py benchmarks/corpus/manifest.toml \
@@ -57,7 +77,8 @@ run_step() {
     tests)
       timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ "$@" 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -15 ;;
-    *) echo "unknown step $name: exploits | corpus | throughput | latency | tests | diag"; return 2 ;;
+    *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \
+         "tests | diag | watch | scaling | shared"; return 2 ;;
   esac
 }
 args=()

@@ -61,6 +61,7 @@ class DeviceInfo(TypedDict, total=False):
     sm_count: int
     l2_mb: float
     driver: str  # the NVIDIA driver, added by the parent
+    uuid: str  # the GPU's UUID as torch spells it (NVML adds "GPU-"): the parent's watch
 
 
 # one kernel as the profile stores it: [name, total microseconds, call count]

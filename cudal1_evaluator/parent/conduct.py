@@ -35,7 +35,7 @@ from typing import cast
 from cudal1_evaluator.isolation import sandbox
 from cudal1_evaluator.isolation.pidtree import CpuReading
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
-from cudal1_evaluator.parent import precision, warm
+from cudal1_evaluator.parent import gpu_watch, precision, warm
 from cudal1_evaluator.parent.timing_checks import Burst, means
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
@@ -161,6 +161,10 @@ class Conductor:
         self.init_seed = _seed()
         self._last: dict[str, Burst] = {}  # each runner's window of the last round
         self.copy_outputs = False  # the candidate copies every output (a static one was seen)
+        self.account_loop = False  # runners time their own loops (``window_diag.py`` only)
+        self.shared = gpu_watch.SharedRounds(gpu_watch.GpuWatch(None, None), self._our_pids)
+        self._kept_span: tuple[int, int] | None = None  # the last kept round, not yet settled
+        self._window_start_us = 0
 
     @property
     def wrk(self) -> Running:
@@ -168,6 +172,14 @@ class Conductor:
 
     def children(self) -> list[Running]:
         return [self.ref, *self.runners.values()]
+
+    def _our_pids(self) -> set[int]:
+        """This evaluation's processes: the parent and everything in its children's
+        namespaces (the candidate's included: its work is never someone else's)."""
+        pids = {os.getpid()}
+        for running in self.children():
+            pids |= _pids_of(running)
+        return pids
 
     # -- plumbing --------------------------------------------------------------------------
     def _progress(self, stage: str, done: int, total: int, note: str = "") -> None:
@@ -245,8 +257,10 @@ class Conductor:
         if side == "candidate":  # nothing of it ran while its inputs were being filled
             self._no_escape(before)
         started = time.perf_counter_ns()
+        self._window_start_us = gpu_watch.now_us()
         copy = side == "candidate" and self.copy_outputs
-        reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy})
+        reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy,
+                                        "account": self.account_loop})
         sealed = self._ask_referee({"op": "seal", "runner": RUNNER[side],
                                     "handles": reply.get("handles"),
                                     "where": reply.get("where")})
@@ -311,6 +325,9 @@ class Conductor:
             if probe <= limit:
                 return
             time.sleep(0.005)
+        self.shared.settle()
+        if self.shared.overlapped(self._window_start_us, gpu_watch.now_us()):
+            return  # another process's kernels: the round is timed again (``_keep``)
         self.ev.flags.append(Flag("gpu_work_left_running", f"after its timed window, with its "
                                   f"processes stopped, the GPU was still busy (a kernel of ours "
                                   f"took {probe:.2f} ms against {self.idle_ms:.3f} ms idle): "
@@ -346,6 +363,8 @@ class Conductor:
         self._init_runner("reference")
         if self.job.device.startswith("cuda"):  # the GPU idle, before any candidate code
             self.idle_ms = float(self._ask_referee({"op": "idle"})["ms"])
+            uuid = str(self.ev.info.get("device", {}).get("uuid") or "")
+            self.shared.watch = gpu_watch.open_watch(uuid, _pids_of(self.ref))
         found = reuse(self.ev.info) if reuse is not None else None
         if found is not None and found[0]:  # the windows' size comes with them
             self.ev.alone, self.alone_age = found
@@ -389,9 +408,15 @@ class Conductor:
 
     def time_alone(self) -> None:
         """The reference's windows before the candidate is imported: a discarded one, then
-        ``ALONE_BURSTS`` kept."""
+        ``ALONE_BURSTS`` kept (timed again while another process's kernels overlapped them)."""
         self._progress("reference", 0, ALONE_BURSTS, "the reference alone")
-        bursts = self._reference_windows(self.ev.calls, ALONE_BURSTS + 1)
+        while True:
+            start = gpu_watch.now_us()
+            bursts = self._reference_windows(self.ev.calls, ALONE_BURSTS + 1)
+            end = gpu_watch.now_us()
+            self.shared.settle()
+            if not (self.shared.overlapped(start, end) and self.shared.drop()):
+                break
         self.ev.alone, self.alone_age = bursts[1:], None
 
     def build(self) -> None:
@@ -480,6 +505,9 @@ class Conductor:
             if len(self.ev.candidate) >= least and (self._stable() or
                                                     elapsed > job.timing_budget_s):
                 break
+        self.shared.settle()
+        self._settle_kept()
+        self.ev.flags.extend(self.shared.flags())
         self.ev.timed = True
 
     def sizes(self) -> dict[str, int]:
@@ -515,6 +543,7 @@ class Conductor:
         sizes = self.sizes()
         ids = self._new_sets(max(sizes.values()))
         self._ask_referee({"op": "expect", "sets": ids})
+        start = gpu_watch.now_us()
         order = [*self.runners, ""]
         self._rng.shuffle(order)
         bursts: dict[str, Burst] = {}
@@ -526,6 +555,7 @@ class Conductor:
             bursts[side] = self._window(side, ids[:sizes[side]])
             if side == "candidate":
                 results = self._check("candidate", ids)
+        span = (start, gpu_watch.now_us())
         if any(r.get("reused") for r in results) and not self.copy_outputs:
             self._time_again_with_copies()
         self._release(ids)
@@ -538,10 +568,30 @@ class Conductor:
         self._recheck(results)
         self._last = bursts
         if keep:
-            self.ev.reference.append(bursts["reference"])
-            self.ev.candidate.append(bursts["candidate"])
-            if "matched" in bursts:
-                self.ev.matched.append(bursts["matched"])
+            self._keep(bursts, span)
+
+    def _keep(self, bursts: dict[str, Burst], span: tuple[int, int]) -> None:
+        """A round's windows kept, unless another process's kernels overlapped them (then
+        the loop times another round); the last kept round is judged again once the samples
+        after it are in."""
+        self._settle_kept()
+        if self.shared.overlapped(*span) and self.shared.drop():
+            return
+        self.ev.reference.append(bursts["reference"])
+        self.ev.candidate.append(bursts["candidate"])
+        if "matched" in bursts:
+            self.ev.matched.append(bursts["matched"])
+        self._kept_span = span if not self.shared.kept_anyway else None
+
+    def _settle_kept(self) -> None:
+        """The last kept round, judged with the samples taken since: dropped when another
+        process's kernels overlapped its end."""
+        span, self._kept_span = self._kept_span, None
+        if span is None or not (self.shared.overlapped(*span) and self.shared.drop()):
+            return
+        for side in (self.ev.reference, self.ev.candidate, self.ev.matched):
+            if side:
+                side.pop()
 
     def _time_again_with_copies(self) -> None:
         """Outputs of different calls share memory: only a window's last call could be
@@ -575,6 +625,14 @@ class Conductor:
             _signal(running, signal.SIGCONT)
             with contextlib.suppress(PeerGone):
                 running.peer.send({"op": "finish"})
+
+
+def _pids_of(running: Running) -> set[int]:
+    """The host pids of a child: its outer process and its namespace's processes."""
+    pids = {running.child.proc.pid}
+    with contextlib.suppress(Exception):
+        pids |= set(running.child.members())
+    return pids
 
 
 def output_message(metas: list[OutputMeta], info: RefereeInfo) -> str:

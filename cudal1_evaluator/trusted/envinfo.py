@@ -35,6 +35,7 @@ def device_info(device: torch.device) -> DeviceInfo:
         "memory_gb": round(props.total_memory / 2**30, 1),
         "sm_count": props.multi_processor_count,
         "l2_mb": round(int(getattr(props, "L2_cache_size", 0)) / 2**20, 1),
+        "uuid": str(getattr(props, "uuid", "") or ""),
     }
 
 

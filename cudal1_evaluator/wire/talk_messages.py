@@ -215,14 +215,15 @@ class BurstRequest(TypedDict, total=False):
     op: Literal["burst"]
     values: list[list[object]]  # one per call, slot J for call J: the non-tensor inputs
     copy: bool  # every output copied into the referee's buffer (a static output was seen)
+    account: bool  # the runner times its own loop (diagnostics: ``benchmarks/window_diag.py``)
 
 
-class Delivered(TypedDict):
+class Delivered(TypedDict, total=False):
     """A runner's word on where its outputs lie (checked by the referee, never believed)."""
 
     handles: list[str]
     where: list[list[list[int] | None]]
-    loop_ms: dict[str, float]  # the runner's own account of its loop (diagnostics only)
+    loop_ms: dict[str, float]  # the runner's own account of its loop, when asked (``account``)
 
 
 class JudgedOutputs(TypedDict):

@@ -1,0 +1,69 @@
+"""What the parent's GPU watch (``cudal1_evaluator.parent.gpu_watch``) sees on this host.
+
+Starts a process that runs kernels on the GPU for a few seconds, then prints: whether NVML
+lists that process under the pid this process knows it by (the watch's attribution check),
+the per-process samples NVML keeps (pid, time stamp, SM share) and the spacing of one
+process's samples (the sampling period the watch allows for, ``SAMPLE_PERIOD_US``).
+
+    python benchmarks/gpu_watch_diag.py [--seconds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+from cudal1_evaluator.parent import gpu_watch
+
+LOAD = """
+import sys, time, torch
+x = torch.randn(4096, 4096, device="cuda")
+print(torch.cuda.get_device_properties(0).uuid, flush=True)
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    for _ in range(20):
+        x = (x @ x).tanh_()
+    torch.cuda.synchronize()
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    args = parser.parse_args()
+    mark = gpu_watch.now_us()
+    load = subprocess.Popen([sys.executable, "-c", LOAD, str(args.seconds)],
+                            stdout=subprocess.PIPE, text=True)
+    assert load.stdout is not None
+    uuid = load.stdout.readline().strip()
+    time.sleep(1.0)
+    watch = gpu_watch.open_watch(uuid, [load.pid])
+    print(f"GPU {uuid}: watch on={watch.on} why_off={watch.why_off!r}")
+    print(f"NVML compute pids {watch.compute_pids()}, the load's pid {load.pid}")
+    load.wait()
+    time.sleep(0.5)
+    if not watch.on:
+        return 1
+    samples = watch._samples(mark)
+    by_pid: dict[int, list[int]] = {}
+    for s in samples:
+        by_pid.setdefault(s.pid, []).append(s.timeStamp)
+        print(f"pid {s.pid} t {(s.timeStamp - mark) / 1e3:9.1f} ms after the mark, "
+              f"SM {s.smUtil} %, mem {s.memUtil} %")
+    for pid, stamps in by_pid.items():
+        gaps = [(b - a) / 1e3 for a, b in zip(sorted(stamps), sorted(stamps)[1:], strict=False)]
+        if gaps:
+            print(f"pid {pid}: {len(stamps)} samples, median gap {statistics.median(gaps):.1f} ms "
+                  f"(watch allows {gpu_watch.SAMPLE_PERIOD_US / 1e3:.0f} ms)")
+    others = watch.others_during(mark, gpu_watch.now_us(), {load.pid})
+    print(f"others beside the load (should be none on a quiet GPU): {others}")
+    seen = watch.others_during(mark, gpu_watch.now_us(), set())
+    print(f"the load, as other work: {seen}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
