@@ -28,12 +28,15 @@ GPU memory but `--memory-free-mib`, and one problem is run: it must fail with th
 
     PYTHONUNBUFFERED=1 python3 benchmarks/shared_gpu.py --out "$OUT"        # H100/H200
     python3 benchmarks/shared_gpu.py --wait-for-model always --out "$OUT"   # force the gate
+    python3 benchmarks/shared_gpu.py --builds warm --out "$OUT"   # with the CUDA-kernel pairs
     python3 benchmarks/shared_gpu.py --device cpu --problems 1 --candidates 1 \\
         --timing-budget 1 --out /tmp/shared-gpu                             # dry run, no GPU
 
 Needs transformers on the GPU machine (`--generator llama`); the CPU dry run uses a torch
-matmul loop instead and skips the memory step. Writes OUT/shared_gpu.json, and per run
-OUT/RUN/{server.log,generations.jsonl,run.log,events/*.jsonl}.
+matmul loop instead and skips the memory step. Writes OUT/shared_gpu.json, the tables in
+OUT/shared_gpu.md, and OUT/logs.tar.gz: per run
+logs/RUN/{server.log,generations.jsonl,run.log,events/*.jsonl}. See
+docs/benchmarks/shared-gpu.md.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -63,6 +67,7 @@ from benchmarks.scaling import MANIFEST, pairs_for, prebuild, replies, run_width
 from cudal1_tui.cli.run_report import code_sha  # noqa: E402
 from cudal1_tui.gpushare import memory, server_gpus, smi  # noqa: E402
 from cudal1_tui.gpushare.devices import physical_gpu  # noqa: E402
+from cudal1_tui.judging import needs_build  # noqa: E402
 from cudal1_tui.replay import Reply  # noqa: E402
 from cudal1_tui.store.event_log import overlaps, read_events  # noqa: E402
 
@@ -118,6 +123,12 @@ def _ready(process: subprocess.Popen[bytes], folder: Path, timeout_s: float) -> 
             raise SystemExit(f"the generating server did not start:\n{tail[-3000:]}")
         time.sleep(0.2)
     return url_file.read_text(encoding="utf-8").strip()
+
+
+def server_lines(log: Path) -> list[str]:
+    """What the server said about itself (the time of one generation, memory held)."""
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    return [ln for ln in text.splitlines() if ln.startswith(("one generation", "holding"))]
 
 
 @contextmanager
@@ -326,9 +337,15 @@ class Plan:
     build: Path
     tmp: Path
 
+    @property
+    def logs(self) -> Path:
+        """Each run's logs (packed into OUT/logs.tar.gz: a few files come back from a GPU
+        machine, not dozens)."""
+        return self.tmp / "logs"
+
 
 def run_phase(plan: Plan, phase: str, sharing: dict[str, Any] | None) -> dict[str, Any]:
-    args, folder = plan.args, plan.args.out / phase
+    args, folder = plan.args, plan.logs / phase
     work = plan.tmp / phase
     work.mkdir()
     with serving(args, plan.replies_file, folder, generate=phase != "idle") as server:
@@ -341,13 +358,15 @@ def run_phase(plan: Plan, phase: str, sharing: dict[str, Any] | None) -> dict[st
             report = run_width(1, args, server.url, work, plan.problems, plan.build,
                                settings=run_settings(args, sharing))
     (folder / "run.log").write_bytes((work / "run-1.log").read_bytes())
-    result = {"phase": phase, "sharing": sharing, "report": report,
-              "evidence": evidence(work / "sessions-1", server, folder / "events"),
-              "findings": findings(work / "sessions-1", plan.names),
-              "load": {"answered": load.answered, "failed": load.failed} if load else None}
+    said = server_lines(folder / "server.log")
+    result: dict[str, Any] = {
+        "phase": phase, "sharing": sharing, "report": report, "server": said,
+        "evidence": evidence(work / "sessions-1", server, folder / "events"),
+        "findings": findings(work / "sessions-1", plan.names),
+        "load": {"answered": load.answered, "failed": load.failed} if load else None}
     print(f"{phase}: {report['candidates']} candidates, {report['timed']} timed in "
-          f"{report['wall_s']:.0f} s (exit {report['exit_code']}); "
-          f"{json.dumps(result['evidence'])}", flush=True)
+          f"{report['wall_s']:.0f} s (exit {report['exit_code']}); {'; '.join(said)}"
+          f"; {json.dumps(result['evidence'])}", flush=True)
     return result
 
 
@@ -364,7 +383,7 @@ def memory_step(plan: Plan, sharing: dict[str, Any] | None) -> dict[str, Any]:
     if args.device != "cuda" or not args.memory_free_mib or not plan.problems:
         return {"skipped": "no GPU (--device cpu)" if args.device != "cuda"
                 else "--memory-free-mib 0"}
-    folder, work = args.out / "memory", plan.tmp / "memory"
+    folder, work = plan.logs / "memory", plan.tmp / "memory"
     work.mkdir()
     with serving(args, plan.replies_file, folder, generate=False,
                  hold_free_mib=args.memory_free_mib) as server:
@@ -378,6 +397,7 @@ def memory_step(plan: Plan, sharing: dict[str, Any] | None) -> dict[str, Any]:
     fix = memory.fix_for(found.kind, found.uses(sharing["timing_gpu"]))
     flat = " ".join(log.split())
     return {"free_mib_left": args.memory_free_mib, "server": asdict(found),
+            "server_said": server_lines(folder / "server.log"),
             "message_found": MEMORY_WORDS in flat, "fix_found": " ".join(fix.split()) in flat,
             "expected_fix": fix, "message": excerpt(log, MEMORY_WORDS),
             "exit_code": report["exit_code"], "log_tail": log[-1500:]}
@@ -449,7 +469,10 @@ def parse_args() -> argparse.Namespace:
     add("--candidates", type=int, default=2, help="candidates per problem (its first pairs)")
     add("--rounds", type=int, default=1, help="rounds per problem")
     add("--parallel", type=int, default=0, help="problems at once (default: the app's)")
-    add("--timing-budget", type=float, default=3.0, help="seconds of timing per candidate")
+    add("--timing-budget", type=float, default=2.0, help="seconds of timing per candidate")
+    add("--builds", choices=("skip", "warm"), default="skip",
+        help="skip: leave out the pairs that compile an extension; warm: build them once, "
+             "before the runs, into one cache (nvcc outside the timed runs)")
     add("--generator", choices=("llama", "matmul", "none"), default=None,
         help="the server's work before each reply (default: llama on cuda, matmul on cpu)")
     add("--hidden", type=int, default=2048, help="llama: hidden size")
@@ -464,7 +487,7 @@ def parse_args() -> argparse.Namespace:
     add("--model-gpus", default=None,
         help="the app's setting (default: auto where the app's detection finds the server "
              "on the timing GPU, else that GPU's index)")
-    add("--memory-free-mib", type=int, default=1536,
+    add("--memory-free-mib", type=int, default=2048,
         help="memory step: GPU memory the server leaves free (0: skip the step)")
     add("--server-timeout", type=float, default=300.0, help="seconds for the server to start")
     add("--build-dir", type=Path, default=None, help="the build cache (default: a temp dir)")
@@ -477,8 +500,13 @@ def parse_args() -> argparse.Namespace:
 
 
 def corpus(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
-    """The problems' first pairs: the ones a run of ``rounds × candidates`` is served."""
+    """The problems' first pairs: the ones a run of ``rounds × candidates`` is served;
+    ``--builds skip`` leaves out the pairs that compile an extension (nvcc: minutes)."""
     by_problem = pairs_for(args.device, args.manifest)
+    if args.builds == "skip":
+        plain = {p: [x for x in pairs if not needs_build((ROOT / x["candidate"]).read_text(
+            encoding="utf-8"))] for p, pairs in by_problem.items()}
+        by_problem = {p: pairs for p, pairs in plain.items() if pairs}
     if args.problems:
         by_problem = dict(list(by_problem.items())[:args.problems])
     return {p: pairs[:args.rounds * args.candidates] for p, pairs in by_problem.items()}
@@ -491,7 +519,19 @@ def host() -> dict[str, str]:
     return {"gpu": gpu.strip().splitlines()[0] if gpu.strip() else "none", "commit": commit}
 
 
-def run_all(plan: Plan, phases: list[str], saved: Path) -> dict[str, Any]:
+def save(results: dict[str, Any], plan: Plan) -> None:
+    """OUT/shared_gpu.json and OUT/logs.tar.gz, after every step (a run cut short keeps
+    what it has)."""
+    out = plan.args.out
+    (out / "shared_gpu.json").write_text(json.dumps(results, indent=2, default=str),
+                                         encoding="utf-8")
+    part = out / "logs.tar.gz.part"
+    with tarfile.open(part, "w:gz") as tar:
+        tar.add(plan.logs, arcname="logs")
+    part.replace(out / "logs.tar.gz")
+
+
+def run_all(plan: Plan, phases: list[str]) -> dict[str, Any]:
     results: dict[str, Any] = {"host": host(), "settings": vars(plan.args), "runs": {}}
     sharing: dict[str, Any] | None = None
     for phase in phases:
@@ -504,9 +544,9 @@ def run_all(plan: Plan, phases: list[str], saved: Path) -> dict[str, Any]:
             result["new_findings"] = new_findings(results["runs"]["idle"]["findings"],
                                                   result["findings"])
         results["runs"][phase] = result
-        saved.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+        save(results, plan)
     results["memory"] = memory_step(plan, sharing)
-    saved.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+    save(results, plan)
     return results
 
 
@@ -518,21 +558,21 @@ def main() -> int:
     by_problem = corpus(args)
     served, names = replies(by_problem)
     args.out.mkdir(parents=True, exist_ok=True)
-    replies_file = args.out / "replies.json"
-    write_replies(served, replies_file)
-    print(f"{len(by_problem)} problems, {len(served)} corpus candidates, runs: "
-          f"{', '.join(phases)}; generator {args.generator} on {args.device}", flush=True)
+    print(f"{len(by_problem)} problems, {len(served)} corpus pairs ({args.builds} builds), "
+          f"runs: {', '.join(phases)}; generator {args.generator} on {args.device}", flush=True)
     with tempfile.TemporaryDirectory(prefix="shared-gpu-") as tmp:
         build = (args.build_dir or Path(tmp) / "build").absolute()
-        prebuild(by_problem, args.device, build)
-        plan = Plan(args, replies_file, [ROOT / p for p in by_problem], names, build, Path(tmp))
-        results = run_all(plan, phases, args.out / "shared_gpu.json")
-    print()
-    print(summary_table(results))
-    print()
-    print(pairs_table(results))
-    print()
-    print(memory_line(results["memory"]))
+        if args.builds == "warm":
+            prebuild(by_problem, args.device, build)
+        plan = Plan(args, Path(tmp) / "logs" / "replies.json",
+                    [ROOT / p for p in by_problem], names, build, Path(tmp))
+        plan.logs.mkdir()
+        write_replies(served, plan.replies_file)
+        results = run_all(plan, phases)
+    tables = "\n\n".join(filter(None, [summary_table(results), pairs_table(results),
+                                        memory_line(results["memory"])]))
+    (args.out / "shared_gpu.md").write_text(tables + "\n", encoding="utf-8")
+    print(f"\n{tables}")
     return 0
 
 
