@@ -40,6 +40,7 @@ import tempfile
 import time
 import tomllib
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -121,14 +122,19 @@ def prebuild(by_problem: dict[str, list[dict[str, Any]]], device: str, build_dir
 
 
 def run_width(width: int, args: argparse.Namespace, base_url: str, work: Path,
-              problems: list[Path], build_dir: Path) -> dict[str, Any]:
-    """One `cudal1-tui run --headless` on ``width`` lanes; its report."""
+              problems: list[Path], build_dir: Path, *,
+              settings: Mapping[str, str] | None = None,
+              need_report: bool = True) -> dict[str, Any]:
+    """One `cudal1-tui run --headless` on ``width`` lanes; its report. ``settings``: more
+    environment (``CUDAL1_*`` settings) for the run; ``need_report=False``: a run that
+    wrote no report gives its exit code and wall time alone (its log is work/run-W.log)."""
     report = work / f"report-{width}.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDAL1_", "OPENAI_"))}
     env.update(CUDAL1_CONFIG=str(work / "absent.toml"),
                CUDAL1_BUILD_DIR=str(build_dir),
                CUDAL1_CANDIDATES_PER_ROUND=str(args.candidates), CUDAL1_RETRIES="0",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+    env.update(settings or {})
     command = [sys.executable, "-m", "cudal1_tui", "run", *map(str, problems), "--headless",
                "--rounds", str(args.rounds), "--no-builtin", "--base-url", base_url,
                "--sessions-dir", str(work / f"sessions-{width}"), "--report-json", str(report),
@@ -143,10 +149,11 @@ def run_width(width: int, args: argparse.Namespace, base_url: str, work: Path,
     done = subprocess.run(command, env=env, cwd=work, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, check=False)
     (work / f"run-{width}.log").write_text(done.stderr + done.stdout, encoding="utf-8")
-    if not report.is_file():
+    if not report.is_file() and need_report:
         raise SystemExit(f"width {width}: the run wrote no report (exit {done.returncode}):\n"
                          + done.stderr[-3000:])
-    data: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
+    data: dict[str, Any] = \
+        json.loads(report.read_text(encoding="utf-8")) if report.is_file() else {}
     data["exit_code"], data["wall_s"] = done.returncode, round(time.monotonic() - started, 1)
     return data
 

@@ -7,6 +7,7 @@ faults: ``cudal1_tui.replay.replay_config``.
 from cudal1_tui.replay.replay_config import (
     DEFAULT_MODEL,
     REASONING_STYLES,
+    BeforeReply,
     Faults,
     ReasoningStyle,
     ReplayConfig,
@@ -18,6 +19,7 @@ from cudal1_tui.replay.server import ReplayServer, RequestLog
 __all__ = [
     "DEFAULT_MODEL",
     "REASONING_STYLES",
+    "BeforeReply",
     "Faults",
     "ReasoningStyle",
     "ReplayConfig",

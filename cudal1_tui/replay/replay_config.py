@@ -9,6 +9,7 @@ thread timing.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -19,6 +20,12 @@ from cudal1_tui.replay.reply_source import Reply
 ReasoningStyle = Literal["reasoning", "reasoning_content", "think", "none"]
 REASONING_STYLES: tuple[ReasoningStyle, ...] = ("reasoning", "reasoning_content", "think", "none")
 DEFAULT_MODEL = "cudal1-replay"
+
+# Called with a chat request's number and the text of its messages, in the handler thread,
+# once the request is accepted and before any of its answer (headers included) is sent: a
+# server that works before it answers (benchmarks/generating_server.py runs a model on the
+# GPU). An exception from it answers the request with HTTP 500.
+BeforeReply = Callable[[int, str], None]
 
 
 @dataclass
@@ -56,6 +63,7 @@ class ReplayConfig:
     api_key: str = ""  # when set, requests without "Authorization: Bearer <api_key>" get 401
     reject_stream_options: bool = False  # answer stream_options with HTTP 400 (older servers)
     models_status: int = 200  # answer /v1/models with this status (500: as transformers serve)
+    before_reply: BeforeReply | None = None  # work done before each chat answer (see above)
 
     def validate(self) -> None:
         if self.reasoning_style not in REASONING_STYLES:

@@ -152,6 +152,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             request = self._read_request()
             self._check(request, faults, number)
+            self._before_reply(number, request)
         except RequestError as exc:
             self._record(number, request, faults, exc.status)
             self._send_json(exc.status, exc.body())
@@ -223,6 +224,16 @@ class _Handler(BaseHTTPRequestHandler):
         if faults.fail:
             raise RequestError(500, f"injected failure of request #{number}",
                                kind="InternalServerError")
+
+    def _before_reply(self, number: int, request: ChatRequest) -> None:
+        hook = self.app.config.before_reply
+        if hook is None:
+            return
+        try:
+            hook(number, request.prompt_text)
+        except Exception as exc:  # the hook's failure is the request's, not the server's
+            raise RequestError(500, f"before_reply failed on request #{number}: {exc}",
+                               kind="InternalServerError") from exc
 
     def _plans(self, request: ChatRequest, faults: Faults) -> list[ChoicePlan]:
         style = self.app.config.reasoning_style
