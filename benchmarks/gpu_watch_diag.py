@@ -30,6 +30,28 @@ while time.time() < end:
 """
 
 
+def _raw(watch: gpu_watch.GpuWatch, mark: int) -> None:
+    """NVML's own answers (return codes, counts, stamps) beside this host's clocks."""
+    import ctypes
+
+    lib, handle = watch._lib, watch._handle
+    if lib is None:
+        return
+    fn = lib.nvmlDeviceGetProcessUtilization
+    for since in (0, mark):
+        count = ctypes.c_uint(0)
+        code = fn(handle, None, ctypes.byref(count), ctypes.c_ulonglong(since))
+        size = max(count.value, 1) + 8
+        buf = (gpu_watch._ProcessSample * size)()
+        count2 = ctypes.c_uint(size)
+        code2 = fn(handle, buf, ctypes.byref(count2), ctypes.c_ulonglong(since))
+        stamps = [(buf[i].pid, buf[i].timeStamp, buf[i].smUtil) for i in range(count2.value)]
+        print(f"since={since}: sizing code {code} count {count.value}; read code {code2} "
+              f"count {count2.value}; first {stamps[:3]} last {stamps[-3:]}")
+    print(f"clocks: time.time us {time.time_ns() // 1000}, monotonic us "
+          f"{time.monotonic_ns() // 1000}, mark {mark}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=4.0)
@@ -43,10 +65,12 @@ def main() -> int:
     watch = gpu_watch.open_watch(uuid, [load.pid])
     print(f"GPU {uuid}: watch on={watch.on} why_off={watch.why_off!r}")
     print(f"NVML compute pids {watch.compute_pids()}, the load's pid {load.pid}")
+    _raw(watch, mark)
     load.wait()
     time.sleep(0.5)
     if not watch.on:
         return 1
+    _raw(watch, mark)
     samples = watch._samples(mark)
     by_pid: dict[int, list[int]] = {}
     for s in samples:

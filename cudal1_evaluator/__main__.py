@@ -102,6 +102,16 @@ def _wait_for_job(mode: str, fd: int, device: str) -> str:
               "referee": "cudal1_evaluator.trusted.referee"}.get(mode)
     if module is not None:
         importlib.import_module(module)  # torch and the evaluator, as a cold child imports them
+        if mode in ("run", "profile"):  # the dtype watch's first use (seconds), on our own op
+            from cudal1_evaluator.candidate_side.dtype_watch import warm_up as watch_warm_up
+
+            try:
+                watch_warm_up(device)
+            except BaseException:  # never handed out: the parent starts a cold child instead
+                import traceback
+
+                traceback.print_exc()
+                os._exit(0)
         if device.startswith("cuda"):
             import contextlib
 

@@ -98,7 +98,10 @@ def _prewarm(job: Job) -> None:
     whose profiler starts while it waits."""
     limits = _limits(job)
     warm.prepare("run", job.device, limits, job.build_dir)
-    warm.prepare("run", job.device, limits, job.build_dir, tag="reference")
+    # the reference's runner builds nothing: its job names the default cache (``spawn`` takes
+    # a warm child by the build dir its job names)
+    warm.prepare("run", job.device, limits, reference_runner.job(job).build_dir,
+                 tag="reference")
     warm.prepare("referee", job.device, limits, job.build_dir)
     if _profiles(job):
         warm.prepare("profile", job.device, limits, job.build_dir)

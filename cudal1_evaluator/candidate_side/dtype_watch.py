@@ -46,6 +46,27 @@ def watched(call: Callable[[], Any], seen: set[torch.dtype]) -> Any:
         return call()
 
 
+def warm_up(device: str) -> None:
+    """One watched op of our own on ``device`` (a warm child, before any job): a dispatch
+    mode's first use imports torch._dynamo and more (seconds), which a correctness trial would
+    otherwise pay. That import makes Inductor's cache dir: the child's own tmp for now (the
+    job's build dir takes over when the job comes, ``build_cache.prepare``). Raises what the
+    import raised: a child whose torch is half imported must not serve a job."""
+    import os
+    import tempfile
+
+    key, saved = "TORCHINDUCTOR_CACHE_DIR", os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ[key] = os.path.join(tempfile.gettempdir(), "warm-up-inductor")
+    try:
+        x = torch.ones(2, device=device)
+        watched(lambda: x + x, set())
+    finally:
+        if saved is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = saved
+
+
 def reduced(seen: set[torch.dtype], reference: list[str]) -> list[str]:
     """The dtypes in ``seen`` narrower than every floating dtype of the reference's outputs
     (``reference``: dtype names, e.g. ``["float32"]``), sorted by name."""
