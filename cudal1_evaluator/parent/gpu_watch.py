@@ -29,6 +29,8 @@ from cudal1_evaluator.schema import Flag
 
 NVML_SUCCESS, NVML_ERROR_NOT_FOUND, NVML_ERROR_INSUFFICIENT_SIZE = 0, 6, 7
 MAX_PROCESSES = 256
+SAMPLES_FIRST, SAMPLES_MOST = 512, 16384  # process samples read at once (one per process and
+# sampling period since the mark)
 # A sample stamped t covers the driver's last sampling period before t; a span is judged
 # with the samples up to this long after its end (``Spans.settle`` waits it out).
 SAMPLE_PERIOD_US = 200_000
@@ -110,21 +112,20 @@ class GpuWatch:
         return [Other(pid, share) for pid, share in sorted(top.items())]
 
     def _samples(self, mark_us: int) -> list[_ProcessSample]:
+        """The driver's samples since ``mark_us``, read into a buffer sized up front (the
+        NULL-buffer sizing call is unreliable on some drivers), grown when it is too small."""
         assert self._lib is not None
-        count = ctypes.c_uint(0)
-        fn = self._lib.nvmlDeviceGetProcessUtilization
-        code = fn(self._handle, None, ctypes.byref(count), ctypes.c_ulonglong(mark_us))
-        if code == NVML_ERROR_NOT_FOUND or count.value == 0:
-            return []
-        if code not in (NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE):
-            return []
-        size = count.value + 8  # room for samples that came since the count
-        count = ctypes.c_uint(size)
-        buffer = (_ProcessSample * size)()
-        if fn(self._handle, buffer, ctypes.byref(count), ctypes.c_ulonglong(mark_us)) \
-                != NVML_SUCCESS:
-            return []
-        return list(buffer[:count.value])
+        fn, size = self._lib.nvmlDeviceGetProcessUtilization, SAMPLES_FIRST
+        while size <= SAMPLES_MOST:
+            count = ctypes.c_uint(size)
+            buffer = (_ProcessSample * size)()
+            code = fn(self._handle, buffer, ctypes.byref(count), ctypes.c_ulonglong(mark_us))
+            if code == NVML_SUCCESS:
+                return list(buffer[:min(count.value, size)])
+            if code != NVML_ERROR_INSUFFICIENT_SIZE:
+                return []  # NOT_FOUND: no sample since the mark
+            size = max(2 * size, count.value + 16)
+        return []
 
 
 def open_watch(uuid: str, referee_pids: Iterable[int]) -> GpuWatch:
