@@ -11,10 +11,14 @@ process's samples (the sampling period the watch allows for, ``SAMPLE_PERIOD_US`
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cudal1_evaluator.parent import gpu_watch
 
@@ -52,6 +56,17 @@ def _raw(watch: gpu_watch.GpuWatch, mark: int) -> None:
           f"{time.monotonic_ns() // 1000}, mark {mark}")
 
 
+def _poll(watch: gpu_watch.GpuWatch, mark: int, pid: int, seconds: float) -> list[int]:
+    """The distinct time stamps of ``pid``'s sample, read every 10 ms (the driver keeps one
+    sample per process: the spacing of its stamps is the sampling period)."""
+    seen: set[int] = set()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        seen |= {s.timeStamp for s in watch._samples(mark) if s.pid == pid}
+        time.sleep(0.01)
+    return sorted(seen)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=4.0)
@@ -66,26 +81,20 @@ def main() -> int:
     print(f"GPU {uuid}: watch on={watch.on} why_off={watch.why_off!r}")
     print(f"NVML compute pids {watch.compute_pids()}, the load's pid {load.pid}")
     _raw(watch, mark)
+    stamps = _poll(watch, mark, load.pid, seconds=min(2.0, args.seconds / 2))
+    gaps = [(b - a) / 1e3 for a, b in itertools.pairwise(stamps)]
+    if gaps:
+        print(f"the load's samples while it ran: {len(stamps)} distinct stamps, median gap "
+              f"{statistics.median(gaps):.1f} ms (the watch waits "
+              f"{gpu_watch.SAMPLE_PERIOD_US / 1e3:.0f} ms for a sample)")
     load.wait()
     time.sleep(0.5)
     if not watch.on:
         return 1
     _raw(watch, mark)
-    samples = watch._samples(mark)
-    by_pid: dict[int, list[int]] = {}
-    for s in samples:
-        by_pid.setdefault(s.pid, []).append(s.timeStamp)
-        print(f"pid {s.pid} t {(s.timeStamp - mark) / 1e3:9.1f} ms after the mark, "
-              f"SM {s.smUtil} %, mem {s.memUtil} %")
-    for pid, stamps in by_pid.items():
-        gaps = [(b - a) / 1e3 for a, b in zip(sorted(stamps), sorted(stamps)[1:], strict=False)]
-        if gaps:
-            print(f"pid {pid}: {len(stamps)} samples, median gap {statistics.median(gaps):.1f} ms "
-                  f"(watch allows {gpu_watch.SAMPLE_PERIOD_US / 1e3:.0f} ms)")
-    others = watch.others_during(mark, gpu_watch.now_us(), {load.pid})
+    others = watch.others_during(mark, lambda: {load.pid})
     print(f"others beside the load (should be none on a quiet GPU): {others}")
-    seen = watch.others_during(mark, gpu_watch.now_us(), set())
-    print(f"the load, as other work: {seen}")
+    print(f"busy since the mark, the load included: {watch.busy_since(mark)}")
     return 0
 
 

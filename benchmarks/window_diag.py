@@ -45,7 +45,7 @@ def _timed(name: str, method: Any) -> Any:
 def main() -> None:
     problem, candidate = (Path(p).read_text() for p in sys.argv[1:3])
     device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
-    conduct.Conductor.account_loop = True  # the runners' own account of their loops
+    conduct.Conductor.ACCOUNT_LOOP = True  # the runners' own account of their loops
     conduct.Conductor._ask_referee = _timed("referee", conduct.Conductor._ask_referee)  # type: ignore[method-assign]
     conduct.Conductor._ask_runner = _timed("runner", conduct.Conductor._ask_runner)  # type: ignore[method-assign]
     result = launch.evaluate(Job(problem_source=problem, candidate_source=candidate,

@@ -173,8 +173,8 @@ def _converse(cond: conduct.Conductor, job: Job,
     with contextlib.suppress(PeerGone):
         cond.start(_reuse_alone(job))
         key = pristine_cache.key_of(job, cond.ev.info)
-        if cond.alone_age is None and cond.ev.alone:
-            pristine_cache.put(key, cond.ev.alone)
+        if cond.alone_age is None and cond.ev.alone and not cond.alone_shared:
+            pristine_cache.put(key, cond.ev.alone)  # never windows kept beside other work
         cond.build()
         cond.correctness()
         ev = cond.ev
@@ -194,7 +194,8 @@ def _fresh_alone(cond: conduct.Conductor, key: str) -> None:
                               f"reused from {cond.alone_age or 0:.0f} s ago looked slower than "
                               "the reference next to the candidate: measured again", "info"))
     cond.time_alone()
-    pristine_cache.put(key, cond.ev.alone)
+    if not cond.alone_shared:
+        pristine_cache.put(key, cond.ev.alone)
 
 
 def _explain_referee(cond: conduct.Conductor, job: Job) -> None:

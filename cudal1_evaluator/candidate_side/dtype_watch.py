@@ -46,38 +46,26 @@ def watched(call: Callable[[], Any], seen: set[torch.dtype]) -> Any:
         return call()
 
 
-def compiled_graphs() -> int:
-    """Graphs torch.compile has made in this process so far (0 before dynamo is imported)."""
+def watched_then_reset(call: Callable[[], Any], seen: set[torch.dtype]) -> Any:
+    """``watched(call, seen)``, then dynamo's caches reset. Under a dispatch mode dynamo skips
+    the frame of torch.compile'd code, and keeps skipping it: a compiled candidate was timed
+    at eager speed (measured: 8 → 29 ms a call on a CPU; a corpus pair 6.5× → 0.98× on an
+    H200). After the reset its next, unwatched call compiles it again (the untimed rounds pay
+    that). The watch always runs: a compiled graph anywhere in the process must not switch
+    it off (a dummy compile would hide eager fp16 work)."""
     import sys
 
-    utils = sys.modules.get("torch._dynamo.utils")
-    counters = getattr(utils, "counters", None) if utils is not None else None
     try:
-        return int(counters["stats"]["unique_graphs"]) if counters is not None else 0
-    except (KeyError, TypeError, ValueError):
-        return 0
-
-
-def watched_unless_compiled(call: Callable[[], Any], seen: set[torch.dtype]) -> Any:
-    """``watched(call, seen)``, except where torch.compile'd code exists. Under a dispatch mode
-    dynamo skips the frame, and keeps skipping it: a compiled function then ran at eager speed
-    for good (measured: 8 → 29 ms a call on a CPU; a corpus pair 6.5× → 0.98× on an H200), and
-    Inductor's kernels bypass the dispatcher anyway. After a watched call dynamo's caches are
-    reset, so code first met under the watch is compiled on its next, unwatched call (the
-    untimed rounds)."""
-    import sys
-
-    if compiled_graphs():
-        return call()
-    out = watched(call, seen)
-    dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is not None:
-        dynamo.reset()
-    return out
+        return watched(call, seen)
+    finally:
+        dynamo = sys.modules.get("torch._dynamo")
+        if dynamo is not None:
+            dynamo.reset()
 
 
 def warm_up(device: str) -> None:
-    """One watched op of our own on ``device`` (a warm child, before any job): a dispatch
+    """One watched op of our own on ``device`` (a warm child, before any job; the CPU, so no
+    device memory is needed): a dispatch
     mode's first use imports torch._dynamo and more (seconds), which a correctness trial would
     otherwise pay. That import makes Inductor's cache dir: the child's own tmp for now (the
     job's build dir takes over when the job comes, ``build_cache.prepare``). Raises what the

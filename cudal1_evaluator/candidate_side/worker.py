@@ -70,7 +70,7 @@ class Worker:
         self.build_failures: build_failures.BuildFailures | None = None
         self.cand_calls = 0  # correctness calls so far
         self._seen: set[torch.dtype] = set()  # floating dtypes the watched calls computed in
-        self._watched, self._reduced = dtype_watch.watched_unless_compiled, dtype_watch.reduced
+        self._watched, self._reduced = dtype_watch.watched_then_reset, dtype_watch.reduced
         self.out_spec: list[Any] = []
         self.init_seed: int | None = None  # from the parent: the referee builds Model with it
         self.timing_checked = False

@@ -148,6 +148,8 @@ def window_bytes(device: str, free: int) -> int:
 
 
 class Conductor:
+    ACCOUNT_LOOP = False  # runners time their own loops (``benchmarks/window_diag.py`` only)
+
     def __init__(self, job: Job, referee: Running, runners: dict[str, Running],
                  on_progress: sandbox.ProgressFn | None) -> None:
         self.job, self.ref = job, referee
@@ -161,10 +163,11 @@ class Conductor:
         self.init_seed = _seed()
         self._last: dict[str, Burst] = {}  # each runner's window of the last round
         self.copy_outputs = False  # the candidate copies every output (a static one was seen)
-        self.account_loop = False  # runners time their own loops (``window_diag.py`` only)
         self.shared = gpu_watch.SharedRounds(gpu_watch.GpuWatch(None, None), self._our_pids)
-        self._kept_span: tuple[int, int] | None = None  # the last kept round, not yet settled
-        self._window_start_us = 0
+        self._kept_span: int | None = None  # the start of the last kept round, not yet settled
+        self._round_shared = False  # the GPU was busy after a window, with another's work
+        self._window_end_us = 0
+        self.alone_shared = False  # the alone windows were kept beside other work
 
     @property
     def wrk(self) -> Running:
@@ -257,14 +260,14 @@ class Conductor:
         if side == "candidate":  # nothing of it ran while its inputs were being filled
             self._no_escape(before)
         started = time.perf_counter_ns()
-        self._window_start_us = gpu_watch.now_us()
         copy = side == "candidate" and self.copy_outputs
         reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy,
-                                        "account": self.account_loop})
+                                        "account": self.ACCOUNT_LOOP})
         sealed = self._ask_referee({"op": "seal", "runner": RUNNER[side],
                                     "handles": reply.get("handles"),
                                     "where": reply.get("where")})
         wall_ms = (time.perf_counter_ns() - started) / 1e6
+        self._window_end_us = gpu_watch.now_us()
         if ids:
             self.ev.in_place[side] = int(sealed.get("in_place") or 0)
         if side == "candidate":
@@ -325,13 +328,28 @@ class Conductor:
             if probe <= limit:
                 return
             time.sleep(0.005)
-        self.shared.settle()
-        if self.shared.overlapped(self._window_start_us, gpu_watch.now_us()):
-            return  # another process's kernels: the round is timed again (``_keep``)
+        if self._others_not_candidate():
+            self._round_shared = True  # another process's kernels: timed again (``_keep``)
+            return
         self.ev.flags.append(Flag("gpu_work_left_running", f"after its timed window, with its "
                                   f"processes stopped, the GPU was still busy (a kernel of ours "
                                   f"took {probe:.2f} ms against {self.idle_ms:.3f} ms idle): "
                                   "work left running outside the window the clock sees"))
+
+    def _others_not_candidate(self) -> bool:
+        """After a busy idle probe: True only when the watch saw other processes' kernels and
+        none of the candidate's own after its window (one sample period past the window's end,
+        its processes stopped). Anything short of that blames the candidate."""
+        watch = self.shared.watch
+        if not watch.on:
+            return False
+        self.shared.settle()
+        self.shared.settle()  # a sample taken a whole period after the window's end
+        busy = watch.busy_since(self._window_end_us + gpu_watch.SAMPLE_PERIOD_US)
+        mine = _pids_of(self.wrk)
+        if not busy or any(o.pid in mine for o in busy):
+            return False
+        return self.shared.overlapped(self._window_end_us)
 
     def _check(self, side: str, ids: list[int]) -> list[CheckResult]:
         reply = self._ask_referee({"op": "check", "runner": RUNNER[side], "sets": ids})
@@ -365,6 +383,10 @@ class Conductor:
             self.idle_ms = float(self._ask_referee({"op": "idle"})["ms"])
             uuid = str(self.ev.info.get("device", {}).get("uuid") or "")
             self.shared.watch = gpu_watch.open_watch(uuid, _pids_of(self.ref))
+            if self.shared.watch.on and not _namespaced(self.wrk):
+                self.shared.watch = gpu_watch.GpuWatch(
+                    None, None, "the candidate's runner has no PID namespace of its own: "
+                                "its processes cannot be told from other processes")
         found = reuse(self.ev.info) if reuse is not None else None
         if found is not None and found[0]:  # the windows' size comes with them
             self.ev.alone, self.alone_age = found
@@ -413,11 +435,11 @@ class Conductor:
         while True:
             start = gpu_watch.now_us()
             bursts = self._reference_windows(self.ev.calls, ALONE_BURSTS + 1)
-            end = gpu_watch.now_us()
             self.shared.settle()
-            if not (self.shared.overlapped(start, end) and self.shared.drop()):
+            shared = self.shared.overlapped(start)
+            if not (shared and self.shared.drop()):
                 break
-        self.ev.alone, self.alone_age = bursts[1:], None
+        self.ev.alone, self.alone_age, self.alone_shared = bursts[1:], None, shared
 
     def build(self) -> None:
         self._progress("build", 0, 1, "importing and compiling the candidate")
@@ -507,7 +529,6 @@ class Conductor:
                 break
         self.shared.settle()
         self._settle_kept()
-        self.ev.flags.extend(self.shared.flags())
         self.ev.timed = True
 
     def sizes(self) -> dict[str, int]:
@@ -543,19 +564,19 @@ class Conductor:
         sizes = self.sizes()
         ids = self._new_sets(max(sizes.values()))
         self._ask_referee({"op": "expect", "sets": ids})
-        start = gpu_watch.now_us()
+        start, self._round_shared = gpu_watch.now_us(), False
         order = [*self.runners, ""]
         self._rng.shuffle(order)
         bursts: dict[str, Burst] = {}
         results: list[CheckResult] = []
+        empty = 0.0
         for side in order:
             if not side:
-                self.ev.handoff.append(self._window("reference", []).wall_ms)
+                empty = self._window("reference", []).wall_ms
                 continue
             bursts[side] = self._window(side, ids[:sizes[side]])
             if side == "candidate":
                 results = self._check("candidate", ids)
-        span = (start, gpu_watch.now_us())
         if any(r.get("reused") for r in results) and not self.copy_outputs:
             self._time_again_with_copies()
         self._release(ids)
@@ -567,27 +588,29 @@ class Conductor:
         self._trusted_output_flags(results)
         self._recheck(results)
         self._last = bursts
-        if keep:
-            self._keep(bursts, span)
+        if not keep or self._keep(bursts, start):
+            self.ev.handoff.append(empty)  # a dropped round's hand-off is dropped with it
 
-    def _keep(self, bursts: dict[str, Burst], span: tuple[int, int]) -> None:
+    def _keep(self, bursts: dict[str, Burst], start: int) -> bool:
         """A round's windows kept, unless another process's kernels overlapped them (then
         the loop times another round); the last kept round is judged again once the samples
-        after it are in."""
+        after it are in. True when kept."""
         self._settle_kept()
-        if self.shared.overlapped(*span) and self.shared.drop():
-            return
+        shared = self._round_shared or self.shared.overlapped(start)
+        if shared and self.shared.drop():
+            return False
         self.ev.reference.append(bursts["reference"])
         self.ev.candidate.append(bursts["candidate"])
         if "matched" in bursts:
             self.ev.matched.append(bursts["matched"])
-        self._kept_span = span if not self.shared.kept_anyway else None
+        self._kept_span = None if shared else start
+        return True
 
     def _settle_kept(self) -> None:
         """The last kept round, judged with the samples taken since: dropped when another
-        process's kernels overlapped its end."""
-        span, self._kept_span = self._kept_span, None
-        if span is None or not (self.shared.overlapped(*span) and self.shared.drop()):
+        process used the card after it began (conservative: its work may have come later)."""
+        start, self._kept_span = self._kept_span, None
+        if start is None or not (self.shared.overlapped(start) and self.shared.drop()):
             return
         for side in (self.ev.reference, self.ev.candidate, self.ev.matched):
             if side:
@@ -621,10 +644,19 @@ class Conductor:
                 rc.detail = rc.detail or f"timed call {rc.compared}: {r.get('message')}"
 
     def finish(self) -> None:
+        self.ev.flags.extend(self.shared.flags())
         for running in self.children():
             _signal(running, signal.SIGCONT)
             with contextlib.suppress(PeerGone):
                 running.peer.send({"op": "finish"})
+
+
+def _namespaced(running: Running) -> bool:
+    """Whether a live child runs in a PID namespace of its own (its processes then all lie
+    under that namespace's init)."""
+    with contextlib.suppress(Exception):
+        return bool(running.child.members())
+    return False
 
 
 def _pids_of(running: Running) -> set[int]:

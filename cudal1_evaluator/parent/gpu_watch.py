@@ -31,9 +31,10 @@ NVML_SUCCESS, NVML_ERROR_NOT_FOUND, NVML_ERROR_INSUFFICIENT_SIZE = 0, 6, 7
 MAX_PROCESSES = 256
 SAMPLES_FIRST, SAMPLES_MOST = 512, 16384  # process samples read at once (one per process and
 # sampling period since the mark)
-# A sample stamped t covers the driver's last sampling period before t; a span is judged
-# with the samples up to this long after its end (``Spans.settle`` waits it out).
+# The driver keeps one sample per live process, its SM share over the last sampling period,
+# stamped when taken: ``settle`` waits this long so that what just ran has been sampled.
 SAMPLE_PERIOD_US = 200_000
+OTHER_SM_PERCENT = 5  # another process this busy in a span makes it timed again
 
 
 class _ProcessSample(ctypes.Structure):
@@ -99,17 +100,26 @@ class GpuWatch:
             return None
         return {infos[i].pid for i in range(count.value)}
 
-    def others_during(self, start_us: int, end_us: int, ours: Iterable[int]) -> list[Other]:
-        """Processes other than ``ours`` whose kernels ran on the card between ``start_us``
-        and ``end_us`` (as far as the samples taken so far tell)."""
+    def busy_since(self, start_us: int, least: int = 1) -> list[Other]:
+        """Processes with a sample stamped after ``start_us`` whose SM share is at least
+        ``least`` %. One sample per live process, its latest: a process busy now, or busy in
+        the last period before it went quiet (conservative: it may have run after the span
+        the caller asks about, never less)."""
         if self._lib is None or self._handle is None:
             return []
-        mine, top = set(ours), dict[int, int]()
+        top: dict[int, int] = {}
         for sample in self._samples(start_us):
-            covers = start_us <= sample.timeStamp <= end_us + SAMPLE_PERIOD_US
-            if covers and sample.pid not in mine and sample.smUtil > 0:
+            if sample.timeStamp >= start_us and sample.smUtil >= least:
                 top[sample.pid] = max(top.get(sample.pid, 0), int(sample.smUtil))
         return [Other(pid, share) for pid, share in sorted(top.items())]
+
+    def others_during(self, start_us: int, ours: Callable[[], Iterable[int]]) -> list[Other]:
+        """Processes other than ``ours`` that used the card since ``start_us`` (at least
+        ``OTHER_SM_PERCENT`` of the SMs); NVML is read before ``ours`` is known, so a process
+        that starts meanwhile counts as other (a span timed again, never one missed)."""
+        busy = self.busy_since(start_us, OTHER_SM_PERCENT)
+        mine = set(ours()) if busy else set()
+        return [o for o in busy if o.pid not in mine]
 
     def _samples(self, mark_us: int) -> list[_ProcessSample]:
         """The driver's samples since ``mark_us``, read into a buffer sized up front (the
@@ -123,7 +133,7 @@ class GpuWatch:
             if code == NVML_SUCCESS:
                 return list(buffer[:min(count.value, size)])
             if code != NVML_ERROR_INSUFFICIENT_SIZE:
-                return []  # NOT_FOUND: no sample since the mark
+                return []  # NOT_FOUND: no sample since the mark (others: ``open_watch``)
             size = max(2 * size, count.value + 16)
         return []
 
@@ -148,6 +158,12 @@ def open_watch(uuid: str, referee_pids: Iterable[int]) -> GpuWatch:
     if not listed & set(referee_pids):
         return GpuWatch(None, None, "NVML's pids are not this process's (a PID namespace "
                                     "between them): other processes' work is not attributed")
+    code = lib.nvmlDeviceGetProcessUtilization(handle, (_ProcessSample * 1)(),
+                                               ctypes.byref(ctypes.c_uint(1)),
+                                               ctypes.c_ulonglong(0))
+    if code not in (NVML_SUCCESS, NVML_ERROR_NOT_FOUND, NVML_ERROR_INSUFFICIENT_SIZE):
+        return GpuWatch(None, None, f"NVML gives no per-process samples here (error {code}: "
+                                    "a MIG instance?)")
     return watch
 
 
@@ -160,15 +176,16 @@ class SharedRounds:
     ``MAX_DROPPED``; past that kept, and the result flagged ``gpu_shared``."""
 
     watch: GpuWatch
-    ours: Callable[[], set[int]]
+    ours: Callable[[], set[int]]  # read after NVML, each time
     dropped: int = 0
     kept_anyway: int = 0
     seen: dict[int, int] = field(default_factory=dict)  # pid -> its top SM share (%)
 
-    def overlapped(self, start_us: int, end_us: int) -> bool:
+    def overlapped(self, start_us: int) -> bool:
+        """Whether another process used the card since ``start_us`` (read now)."""
         if not self.watch.on:
             return False
-        others = self.watch.others_during(start_us, end_us, self.ours())
+        others = self.watch.others_during(start_us, self.ours)
         for other in others:
             self.seen[other.pid] = max(self.seen.get(other.pid, 0), other.sm_percent)
         return bool(others)
