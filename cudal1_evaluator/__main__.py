@@ -106,7 +106,7 @@ def _wait_for_job(mode: str, fd: int, device: str) -> str:
             from cudal1_evaluator.candidate_side.dtype_watch import warm_up as watch_warm_up
 
             try:
-                watch_warm_up("cpu")  # the imports are the cost; no device memory
+                watch_warm_up()
             except BaseException:  # never handed out: the parent starts a cold child instead
                 import traceback
 

@@ -63,20 +63,20 @@ def watched_then_reset(call: Callable[[], Any], seen: set[torch.dtype]) -> Any:
             dynamo.reset()
 
 
-def warm_up(device: str) -> None:
-    """One watched op of our own on ``device`` (a warm child, before any job; the CPU, so no
-    device memory is needed): a dispatch
-    mode's first use imports torch._dynamo and more (seconds), which a correctness trial would
-    otherwise pay. That import makes Inductor's cache dir: the child's own tmp for now (the
-    job's build dir takes over when the job comes, ``build_cache.prepare``). Raises what the
-    import raised: a child whose torch is half imported must not serve a job."""
+def warm_up() -> None:
+    """One watched op of our own on the CPU (a warm child, before any job; no device memory
+    is needed): a dispatch mode's first use imports torch._dynamo and more (seconds), which a
+    correctness trial would otherwise pay. That import makes Inductor's cache dir: the child's
+    own tmp for now (the job's build dir takes over when the job comes,
+    ``build_cache.prepare``). Raises what the import raised: a child whose torch is half
+    imported must not serve a job."""
     import os
     import tempfile
 
     key, saved = "TORCHINDUCTOR_CACHE_DIR", os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ[key] = os.path.join(tempfile.gettempdir(), "warm-up-inductor")
     try:
-        x = torch.ones(2, device=device)
+        x = torch.ones(2)
         watched(lambda: x + x, set())
     finally:
         if saved is None:

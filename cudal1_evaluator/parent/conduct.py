@@ -343,8 +343,7 @@ class Conductor:
         watch = self.shared.watch
         if not watch.on:
             return False
-        self.shared.settle()
-        self.shared.settle()  # a sample taken a whole period after the window's end
+        self.shared.settle(periods=2)  # a sample taken a whole period after the window's end
         busy = watch.busy_since(self._window_end_us + gpu_watch.SAMPLE_PERIOD_US)
         mine = _pids_of(self.wrk)
         if not busy or any(o.pid in mine for o in busy):

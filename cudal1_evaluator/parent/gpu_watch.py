@@ -198,10 +198,11 @@ class SharedRounds:
         self.kept_anyway += 1
         return False
 
-    def settle(self) -> None:
-        """Wait until the samples covering what just ran have been taken."""
+    def settle(self, periods: int = 1) -> None:
+        """Wait until the samples covering what just ran have been taken (``periods`` sample
+        periods)."""
         if self.watch.on:
-            time.sleep(SAMPLE_PERIOD_US / 1e6)
+            time.sleep(periods * SAMPLE_PERIOD_US / 1e6)
 
     def flags(self) -> list[Flag]:
         who = ", ".join(f"pid {pid} (up to {share} % of the SMs)"
