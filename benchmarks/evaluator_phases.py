@@ -112,6 +112,12 @@ def _print_requests(wall: float) -> None:
               f"median {1e3 * sorted(values)[len(values) // 2]:7.1f} ms")
 
 
+def _print_rows(rows: list[tuple[str, float]]) -> None:
+    print(f"  {'phase (parent view)':<56}{'seconds':>8}")
+    for label, seconds in rows:
+        print(f"  {label:<56}{seconds:>8.2f}")
+
+
 def evaluate_once(job: Job) -> tuple[Result, list[tuple[str, float]], float]:
     events: list[Event] = []
     OPS.clear()
@@ -122,14 +128,6 @@ def evaluate_once(job: Job) -> tuple[Result, list[tuple[str, float]], float]:
     return result, _phases(t0, events, end), end - t0
 
 
-def worker_phases(job: Job) -> tuple[dict[str, float], float, float]:
-    """The worker alone: its own phase times, its busy time and the process's wall time."""
-    outcome = launch._spawn("run", job.to_json(), job)
-    report = launch._report(outcome)
-    phases = dict(getattr(report, "phases", {}) or {}) if report else {}
-    return phases, report.busy_s if report else 0.0, outcome.wall_s
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -138,6 +136,7 @@ def main() -> int:
     parser.add_argument("--problem", type=Path, help="a problem file instead of the matmul")
     parser.add_argument("--candidate", type=Path, help="a candidate file instead of torch.mm")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--trials", type=int, default=2, help="correctness_trials (app: 5)")
     parser.add_argument("--budget", type=float, default=1.0, help="timing_budget_s")
     parser.add_argument("--gap", type=float, default=10.0,
                         help="seconds between evaluations (the model writing the next "
@@ -154,30 +153,22 @@ def main() -> int:
     candidate = args.candidate.read_text() if args.candidate else CANDIDATE
     build_dir = tempfile.mkdtemp(prefix="phases-builds-")
     job = Job(problem_source=problem, candidate_source=candidate, device=device,
-              correctness_trials=2, timing_budget_s=args.budget, build_dir=build_dir,
+              correctness_trials=args.trials, timing_budget_s=args.budget, build_dir=build_dir,
               strict_threshold=1e9)
-    first, _, wall = evaluate_once(job)
+    first, rows, wall = evaluate_once(job)
     what = args.problem or f"N={size} matmul"
     print(f"device {device}, problem {what}; first evaluation (warms the caches): "
-          f"{wall:.2f} s, {first.status}")
+          f"{wall:.2f} s, {first.status}, speedup {first.speedup}")
+    _print_rows(rows)
+    _print_requests(wall)
     for i in range(args.repeat):
         time.sleep(args.gap)
         result, rows, wall = evaluate_once(job)
         reused = any(f.code == "reference_pristine_reused" for f in result.flags)
         print(f"\ncached re-evaluation {i + 1}: {wall:.2f} s total, {result.status}, "
               f"build_cached={result.build_cached}, pristine reused={reused}")
-        print(f"  {'phase (parent view)':<56}{'seconds':>8}")
-        for label, seconds in rows:
-            print(f"  {label:<56}{seconds:>8.2f}")
+        _print_rows(rows)
         _print_requests(wall)
-    time.sleep(args.gap)
-    phases, busy, wall = worker_phases(job)
-    if phases:
-        print(f"\nthe worker alone: {wall:.2f} s wall, {busy:.2f} s inside run(), so "
-              f"{wall - busy:.2f} s start-up (spawn, interpreter, torch import: none of it "
-              "when a warm worker was ready) and exit")
-        for name, seconds in phases.items():
-            print(f"  {name:<56}{seconds:>8.2f}")
     return 0
 
 

@@ -14,6 +14,7 @@
 #   watch               what the evaluator's watch of other GPU work sees (gpu_watch_diag.py)
 #   scaling [OPTS...]   benchmarks/scaling.py (candidates a minute over 1, 2, 4 … GPUs)
 #   shared [OPTS...]    benchmarks/shared_gpu.py (a generating model server on the timing GPU)
+#   phases [OPTS...]    where one evaluation's time goes (evaluator_phases.py: first and cached)
 #   diag                TorchScript in our worker vs a plain process; reduce-overhead outputs held;
 #                       conv_bn_fold_eval's wall time outside the timed calls, three times
 # Run from the repository root on the GPU host. Wheels for the app's other dependencies (the
@@ -72,13 +73,16 @@ run_step() {
     latency)
       timeout "$(left 5)" python3 benchmarks/launch_latency_gpu.py "$@" 2>&1 \
         | tee "$OUT/launch_latency.md" | tail -20 ;;
+    phases)
+      timeout "$(left 5)" python3 benchmarks/evaluator_phases.py "$@" 2>&1 \
+        | tee -a "$OUT/phases.log" | cut -c1-200 ;;
     diag)
       timeout "$(left 5)" python3 benchmarks/gpu_diag.py 2>&1 | tee "$OUT/gpu_diag.log" | cut -c1-400 ;;
     tests)
       timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ "$@" 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -15 ;;
     *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \
-         "tests | diag | watch | scaling | shared"; return 2 ;;
+         "tests | diag | watch | scaling | shared | phases"; return 2 ;;
   esac
 }
 args=()
