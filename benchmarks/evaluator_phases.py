@@ -118,9 +118,30 @@ def _print_rows(rows: list[tuple[str, float]]) -> None:
         print(f"  {label:<56}{seconds:>8.2f}")
 
 
+WORKER: list[dict[str, float]] = []  # the candidate runner's own phase clock (diagnostic)
+
+
+def _capture_reports() -> None:
+    report_of = launch._report
+
+    def capture(outcome: Any) -> Any:
+        report = report_of(outcome)
+        if report is not None and report.phases:
+            WORKER.append(dict(report.phases))
+        return report
+    launch._report = capture  # type: ignore[assignment]
+
+
+def _print_worker() -> None:
+    for phases in WORKER:
+        print("  the runner's own clock: " + ", ".join(f"{k} {v:.2f} s"
+                                                    for k, v in phases.items()))
+
+
 def evaluate_once(job: Job) -> tuple[Result, list[tuple[str, float]], float]:
     events: list[Event] = []
     OPS.clear()
+    WORKER.clear()
     t0 = time.monotonic()
     result = launch.evaluate(job, on_progress=lambda s, d, n, _x: events.append(
         (time.monotonic(), s, d, n)))
@@ -143,6 +164,7 @@ def main() -> int:
                              "candidate), in which the next worker starts warm")
     args = parser.parse_args()
     _time_requests()
+    _capture_reports()
     device = args.device
     if device is None:
         import torch
@@ -161,6 +183,7 @@ def main() -> int:
           f"{wall:.2f} s, {first.status}, speedup {first.speedup}")
     _print_rows(rows)
     _print_requests(wall)
+    _print_worker()
     for i in range(args.repeat):
         time.sleep(args.gap)
         result, rows, wall = evaluate_once(job)
@@ -169,6 +192,7 @@ def main() -> int:
               f"build_cached={result.build_cached}, pristine reused={reused}")
         _print_rows(rows)
         _print_requests(wall)
+        _print_worker()
     return 0
 
 

@@ -102,16 +102,6 @@ def _wait_for_job(mode: str, fd: int, device: str) -> str:
               "referee": "cudal1_evaluator.trusted.referee"}.get(mode)
     if module is not None:
         importlib.import_module(module)  # torch and the evaluator, as a cold child imports them
-        if mode in ("run", "profile"):  # the dtype watch's first use (seconds), on our own op
-            from cudal1_evaluator.candidate_side.dtype_watch import warm_up as watch_warm_up
-
-            try:
-                watch_warm_up()
-            except BaseException:  # never handed out: the parent starts a cold child instead
-                import traceback
-
-                traceback.print_exc()
-                os._exit(0)
         if device.startswith("cuda"):
             import contextlib
 
@@ -124,6 +114,16 @@ def _wait_for_job(mode: str, fd: int, device: str) -> str:
                     from cudal1_evaluator.candidate_side.profiling import warm_up
 
                     warm_up(device)
+        if mode in ("run", "profile"):  # the dtype watch's first use and dynamo's first reset
+            from cudal1_evaluator.candidate_side.dtype_watch import warm_up as watch_warm_up
+
+            try:  # (seconds each; after the context: the reset's imports look at the device)
+                watch_warm_up()
+            except BaseException:  # never handed out: the parent starts a cold child instead
+                import traceback
+
+                traceback.print_exc()
+                os._exit(0)
     deadline = time.monotonic() + WARM_IDLE_S
     while time.monotonic() < deadline and os.getppid() == parent:
         ready, _, _ = select.select([fd], [], [], 1.0)

@@ -107,6 +107,17 @@ def _prewarm(job: Job) -> None:
         warm.prepare("profile", job.device, limits, job.build_dir)
 
 
+def _prewarm_early(job: Job) -> None:
+    """On a GPU, the next evaluation's children start once this one's reference-alone windows
+    are done (never beside those: they are the yardstick for a slowed reference): a child
+    takes 5-10 s to import torch and warm up on a GPU host, about as long as the rest of an
+    evaluation, so back-to-back evaluations find them ready. The windows that follow compare
+    the two sides round by round, both beside the same start-up work. On a CPU the timed code
+    itself would compete with it: there the children start after the evaluation."""
+    if warm.enabled and job.device.startswith("cuda"):
+        _prewarm(job)
+
+
 def _report(outcome: sandbox.Outcome) -> WorkerReport | None:
     if outcome.payload is None or outcome.timed_out or outcome.cancelled:
         return None
@@ -175,6 +186,7 @@ def _converse(cond: conduct.Conductor, job: Job,
         key = pristine_cache.key_of(job, cond.ev.info)
         if cond.alone_age is None and cond.ev.alone and not cond.alone_shared:
             pristine_cache.put(key, cond.ev.alone)  # never windows kept beside other work
+        _prewarm_early(job)
         cond.build()
         cond.correctness()
         ev = cond.ev

@@ -265,11 +265,16 @@ class Worker:
         each."""
         fn, dev, sync = self.fn, self.h.device, self.h.clock.sync
         held: list[Any] = []
+        first = self.cand_calls == 0  # its calls' times are reported (start-up diagnostics)
         with self.h.no_grad():
             for inputs, buffers in self._slots(msg["values"]):
                 fn.poison(dev, self.like)
+                started = time.monotonic()
                 out = self.cand_call(inputs)
                 sync()
+                if first:
+                    self.rep.phases[f"first trial, call {self.cand_calls}"] = round(
+                        time.monotonic() - started, 4)
                 self._deliver(out, buffers, held)
                 del out
             sync()
