@@ -32,7 +32,8 @@ def _child(args: argparse.Namespace) -> None:
 
     apply_limits(Limits.from_arg(args.limits))
     if args.wait_fd is not None:
-        apply_limits(Limits.from_arg(_wait_for_job(args.mode, args.wait_fd, args.warm_device)))
+        apply_limits(Limits.from_arg(_wait_for_job(args.mode, args.wait_fd, args.warm_device,
+                                                   args.job)))
         _bind_build_dir(args.job)
     from cudal1_evaluator.wire.channel import WorkerChannel
     from cudal1_evaluator.wire.talk import Peer
@@ -83,16 +84,18 @@ def _bind_build_dir(job_path: str) -> None:
         os._exit(EXIT_SETUP)
 
 
-def _wait_for_job(mode: str, fd: int, device: str) -> str:
-    """A warm child: import what the mode needs, then wait for the parent's go line (the job's
-    limits; the job file is written by then), returned. No job and no candidate code has been
-    seen before this returns. Exits when the pipe closes unused, when the parent dies, or
+def _wait_for_job(mode: str, fd: int, device: str, job_path: str) -> str:
+    """A warm child: import what the mode needs, say so (a file beside the job's, which the
+    parent waits for before it hands the child out), then wait for the parent's go line (the
+    job's limits; the job file is written by then), returned. No job and no candidate code has
+    been seen before this returns. Exits when the pipe closes unused, when the parent dies, or
     after the idle limit."""
+    import contextlib
     import importlib
     import select
     import time
 
-    from cudal1_evaluator.isolation.sandbox import WARM_IDLE_S
+    from cudal1_evaluator.isolation.sandbox import READY_NAME, WARM_IDLE_S
 
     parent = os.getppid()
     module = {"run": "cudal1_evaluator.candidate_side.worker",
@@ -102,9 +105,17 @@ def _wait_for_job(mode: str, fd: int, device: str) -> str:
               "referee": "cudal1_evaluator.trusted.referee"}.get(mode)
     if module is not None:
         importlib.import_module(module)  # torch and the evaluator, as a cold child imports them
-        if device.startswith("cuda"):
-            import contextlib
+        if mode in ("run", "profile"):  # the dtype watch's first use (seconds), on our own op
+            from cudal1_evaluator.candidate_side.dtype_watch import warm_up as watch_warm_up
 
+            try:
+                watch_warm_up()
+            except BaseException:  # never handed out: the parent starts a cold child instead
+                import traceback
+
+                traceback.print_exc()
+                os._exit(0)
+        if device.startswith("cuda"):
             import torch
 
             # the CUDA context, created ahead (the worker reports a bad device itself)
@@ -114,16 +125,8 @@ def _wait_for_job(mode: str, fd: int, device: str) -> str:
                     from cudal1_evaluator.candidate_side.profiling import warm_up
 
                     warm_up(device)
-        if mode in ("run", "profile"):  # the dtype watch's first use and dynamo's first reset
-            from cudal1_evaluator.candidate_side.dtype_watch import warm_up as watch_warm_up
-
-            try:  # (seconds each; after the context: the reset's imports look at the device)
-                watch_warm_up()
-            except BaseException:  # never handed out: the parent starts a cold child instead
-                import traceback
-
-                traceback.print_exc()
-                os._exit(0)
+    with contextlib.suppress(OSError):  # never ready: the parent starts a cold child instead
+        Path(job_path).with_name(READY_NAME).touch()
     deadline = time.monotonic() + WARM_IDLE_S
     while time.monotonic() < deadline and os.getppid() == parent:
         ready, _, _ = select.select([fd], [], [], 1.0)

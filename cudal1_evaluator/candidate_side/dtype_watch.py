@@ -64,13 +64,12 @@ def watched_then_reset(call: Callable[[], Any], seen: set[torch.dtype]) -> Any:
 
 
 def warm_up() -> None:
-    """One watched op of our own on the CPU, then dynamo's reset, as a correctness trial does
-    them (a warm child, before any job; no device memory is needed): a dispatch mode's first
-    use imports torch._dynamo and more, and the first reset Inductor's and Triton's caches
-    (2.5-3.5 s on an H200 host, with a device present), which the first trial would otherwise
-    pay. Those imports make Inductor's cache dir: the child's own tmp for now (the job's build
-    dir takes over when the job comes, ``build_cache.prepare``). Raises what the import
-    raised: a child whose torch is half imported must not serve a job."""
+    """One watched op of our own on the CPU (a warm child, before any job; no device memory
+    is needed): a dispatch mode's first use imports torch._dynamo and more (seconds), which a
+    correctness trial would otherwise pay. That import makes Inductor's cache dir: the child's
+    own tmp for now (the job's build dir takes over when the job comes,
+    ``build_cache.prepare``). Raises what the import raised: a child whose torch is half
+    imported must not serve a job."""
     import os
     import tempfile
 
@@ -78,7 +77,7 @@ def warm_up() -> None:
     os.environ[key] = os.path.join(tempfile.gettempdir(), "warm-up-inductor")
     try:
         x = torch.ones(2)
-        watched_then_reset(lambda: x + x, set())
+        watched(lambda: x + x, set())
     finally:
         if saved is None:
             os.environ.pop(key, None)

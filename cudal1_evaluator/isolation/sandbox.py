@@ -34,6 +34,7 @@ from cudal1_evaluator.wire import channel
 
 ProgressFn = Callable[[str, int, int, str], None]
 WARM_IDLE_S = 900.0  # an unused warm child exits after this long
+READY_NAME = "ready"  # a warm child's file beside its job's: imports and warm-up done
 INIT_ANSWER_S = 10.0  # the namespace's init answers a stop at once (here: the child's start)
 
 @dataclass
@@ -251,6 +252,14 @@ class Child:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def ready(self) -> bool:
+        """A warm child has finished its imports and warm-up and waits for its job (written
+        by our own code before any job: no candidate has run in it yet)."""
+        return (self.root / READY_NAME).exists()
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        return _tail(self.err_path, limit)
 
     def members(self) -> list[int]:
         """Host pids of every process in the child's PID namespace (empty without one)."""

@@ -11,15 +11,21 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import logging
 import os
 import threading
+import time
 from pathlib import Path
 
 from cudal1_evaluator.isolation.child_env import scrub_env
 from cudal1_evaluator.isolation.sandbox import Child, Limits
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 
+log = logging.getLogger(__name__)
+
 enabled = True
+READY_WAIT_S = 60.0  # a warm child still importing is waited for this long at most
+READY_POLL_S = 0.02
 _MAX_IDLE = 5  # two runners, a referee and a profile child per device, and one spare
 TALKING = ("run", "referee")  # children driven by the parent's protocol (a talk socket)
 _lock = threading.Lock()
@@ -42,10 +48,28 @@ def take(mode: str, device: str, limits: Limits, job_text: str,
     coverage is checked: a child that cannot write where the job builds is never handed out."""
     with _lock:
         child = _idle.pop(_kind(mode, device, limits, build_root or "", tag), None)
-    if child is not None and not (child.alive() and child.covers(job_text)):
+    if child is None:
+        return None
+    if not (child.covers(job_text) and _await_ready(child, mode)):
         child.discard()
         return None
     return child
+
+
+def _await_ready(child: Child, mode: str) -> bool:
+    """Wait for a warm child still importing (it started earlier than a cold one would: taking
+    it is never slower); False when it died first or took too long. A child is handed out only
+    once its warm-up is done: one that failed its warm-up after being handed out would end
+    that evaluation."""
+    deadline = time.monotonic() + READY_WAIT_S
+    while child.alive() and not child.ready() and time.monotonic() < deadline:
+        time.sleep(READY_POLL_S)
+    if child.alive() and child.ready():
+        return True
+    why = "did not get ready" if child.alive() else "died before it was ready"
+    log.warning("a warm %s child %s: starting a cold one; its stderr: %s", mode, why,
+                child.stderr_tail().strip()[-1500:] or "(empty)")
+    return False
 
 
 def prepare(mode: str, device: str, limits: Limits, build_root: str | None = None,

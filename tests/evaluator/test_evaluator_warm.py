@@ -54,6 +54,25 @@ def test_a_warm_child_is_never_handed_out_for_a_build_dir_it_cannot_write(
     warm.discard_all()
 
 
+def test_a_warm_child_is_handed_out_only_once_ready(tmp_path: Path,
+                                                  caplog: Any) -> None:
+    """Taken while it still imports, a warm child is waited for (never slower than a cold
+    one); one that dies before its warm-up is done is never handed out, and says why."""
+    warm.discard_all()
+    limits = limits_for("cpu", 6144, 120.0)
+    here = job(LINEAR_PROBLEM, LINEAR_HONEST, tmp_path).to_json()
+    warm.prepare("run", "cpu", limits, str(tmp_path))
+    taken = warm.take("run", "cpu", limits, here, str(tmp_path))  # at once: still importing
+    assert taken is not None and taken.alive() and taken.ready()
+    taken.discard()
+    warm.prepare("run", "cpu", limits, str(tmp_path))
+    dying = warm._idle[next(iter(warm._idle))]
+    dying.proc.kill()  # as a warm-up that fails does: the process ends before it is ready
+    assert warm.take("run", "cpu", limits, here, str(tmp_path)) is None
+    assert "died before it was ready" in caplog.text
+    warm.discard_all()
+
+
 def test_a_warm_child_exits_when_released_unused() -> None:
     limits = limits_for("cpu", 6144, 120.0)
     child = Child("run", limits, warm_device="cpu")

@@ -125,6 +125,18 @@ def test_the_server_is_found_through_its_port(fake_smi: Path, proc: Path) -> Non
     assert "pid 4242 VLLM::EngineCore" in found.how
 
 
+def test_this_app_and_its_evaluator_children_are_never_the_server(fake_smi: Path,
+                                                                  proc: Path) -> None:
+    """A server in a process above the app (a benchmark serving replies while it runs the
+    app): the app's own evaluator children on GPU 1 are not the server's work."""
+    _process(proc, os.getpid(), 4200, "python -m cudal1_tui run --headless")
+    _process(proc, 31000, os.getpid(), "python -m cudal1_evaluator _child run")
+    (fake_smi / "apps.csv").write_text(f"4242, VLLM::EngineCore, 72000 MiB, {UUID0}\n"
+                                       f"31000, /usr/bin/python3, 900 MiB, {UUID1}\n")
+    found = detect("http://localhost:8000/v1", root=proc)
+    assert found.gpus == (0,) and found.pids == (4242,)
+
+
 def test_a_server_in_a_container_is_found_by_its_name(fake_smi: Path, proc: Path) -> None:
     (fake_smi / "apps.csv").write_text(f"31337, ollama, 5000 MiB, {UUID1}\n")
     found = detect("http://127.0.0.1:11434/v1", root=proc)  # nothing here serves 11434
