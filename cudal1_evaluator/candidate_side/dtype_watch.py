@@ -52,15 +52,27 @@ def watched_then_reset(call: Callable[[], Any], seen: set[torch.dtype]) -> Any:
     at eager speed (measured: 8 → 29 ms a call on a CPU; a corpus pair 6.5× → 0.98× on an
     H200). After the reset its next, unwatched call compiles it again (the untimed rounds pay
     that). The watch always runs: a compiled graph anywhere in the process must not switch
-    it off (a dummy compile would hide eager fp16 work)."""
+    it off (a dummy compile would hide eager fp16 work). No reset when dynamo was never handed
+    a frame: on a GPU the first one imports Inductor's CUDA graph trees and Triton (2.4-3.5 s
+    on an H200 host, ``benchmarks/child_startup.py``), which plain candidates never need."""
     import sys
 
     try:
         return watched(call, seen)
     finally:
         dynamo = sys.modules.get("torch._dynamo")
-        if dynamo is not None:
+        if dynamo is not None and _dynamo_saw_frames():
             dynamo.reset()
+
+
+def _dynamo_saw_frames() -> bool:
+    """Has dynamo been handed any frame in this process (every frame it is handed is recorded
+    before it decides to skip it)? True where this torch does not say: then always reset."""
+    import sys
+
+    convert = sys.modules.get("torch._dynamo.convert_frame")
+    seen = getattr(getattr(convert, "input_codes", None), "seen", None)
+    return seen is None or len(seen) > 0
 
 
 def warm_up() -> None:

@@ -4,6 +4,7 @@ reduced dtypes that do reach its ops get the matched reference and a flag."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from evaluator_cases import LINEAR_PROBLEM, job
 
@@ -112,3 +113,38 @@ def test_the_watch_leaves_torch_compiled_code_compiled() -> None:
     seen.clear()
     dtype_watch.watched_then_reset(lambda: x.half() @ x.half(), seen)
     assert torch.float16 in seen  # compiled graphs in the process do not switch it off
+
+
+def test_compiled_code_first_met_under_the_watch_is_compiled_afterwards() -> None:
+    """Dynamo is handed the frame inside the watched call (a candidate that compiles on its
+    second call): the reset still follows, and the next call compiles."""
+    import torch._dynamo
+    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    def late(x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x) * 2.0
+
+    torch._dynamo.reset()
+    compiled = torch.compile(late, backend="eager")
+    x = torch.randn(4, 4)
+    dtype_watch.watched_then_reset(lambda: compiled(x), set())
+    compiled(x)
+    assert len(_debug_get_cache_entry_list(late.__code__)) == 1
+
+
+def test_no_dynamo_reset_where_dynamo_never_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain candidate does not pay the reset (seconds on a GPU: Inductor's and Triton's
+    imports); one that compiled does."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    resets: list[int] = []
+    real_reset = torch._dynamo.reset
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1) or real_reset())
+    x = torch.randn(4, 4)
+    dtype_watch.watched_then_reset(lambda: x @ x, set())
+    assert resets == []
+    compiled = torch.compile(lambda t: t * 3.0, backend="eager")
+    compiled(x)
+    dtype_watch.watched_then_reset(lambda: compiled(x), set())
+    assert resets == [1]
