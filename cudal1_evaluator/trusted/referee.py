@@ -22,13 +22,13 @@ from typing import Any
 
 import torch
 
+from cudal1_evaluator.common.batch_compare import compare_many, mutated_many
 from cudal1_evaluator.common.compare import (
+    Comparison,
     as_tensors,
     clone_inputs,
-    compare_outputs,
     describe_tolerance,
     needed_tolerance,
-    same_inputs,
 )
 from cudal1_evaluator.common.harness import (
     Harness,
@@ -258,27 +258,29 @@ class Referee:
         reused = window.reused(self.placer)
         pool = self.pools[window.runner]
         wanted = {int(s) for s in msg["sets"]}
-        results: list[CheckResult] = []
-        for j, sid in enumerate(window.ids):
-            made = self.sets[sid]
-            if sid not in wanted:
-                continue
+        calls = [(j, self.sets[sid]) for j, sid in enumerate(window.ids) if sid in wanted]
+        for j, made in calls:
             if made.expected is None:
-                raise RuntimeError(f"set {sid} checked before its reference output")
-            outputs = [p.tensor for p in window.call(self.placer, j)]
-            results.append(self._compare(made, pool.inputs[j], outputs, reused=j in reused,
-                                         late=late))
-        return {"results": results}
+                raise RuntimeError(f"set {window.ids[j]} checked before its reference output")
+        mutated = mutated_many([pool.inputs[j] for j, _ in calls],
+                               [made.original for _, made in calls])
+        judged = [j for j, _ in calls if j not in reused]  # a reused call has nothing to judge
+        compared = dict(zip(judged, compare_many(
+            [(self.sets[window.ids[j]].expected, self._got(window, j)) for j in judged],
+            self.job.tolerance, self.floor), strict=True))
+        return {"results": [self._result(compared.get(j), changed, late=late)
+                            for (j, _), changed in zip(calls, mutated, strict=True)]}
 
-    def _compare(self, made: InputSet, inputs: list[Any], outputs: list[torch.Tensor], *,
-                 reused: bool, late: bool) -> CheckResult:
-        mutated = [j for j, (a, b) in enumerate(zip(inputs, made.original, strict=True))
-                   if not same_inputs([a], [b])]
-        if reused:  # a later call's output lies there: nothing of this call's to compare
+    def _got(self, window: WindowSeal, j: int) -> Any:
+        outputs = [p.tensor for p in window.call(self.placer, j)]
+        return outputs[0] if self.single else outputs
+
+    @staticmethod
+    def _result(result: Comparison | None, mutated: list[int], *, late: bool) -> CheckResult:
+        """One call's check; ``result`` None: a later call's output lies in its memory."""
+        if result is None:
             return {"ok": not late, "abs": 0.0, "rel": 0.0, "mutated": mutated, "reused": True,
                     "late": late, "message": "its output memory holds a later call's output"}
-        got: Any = outputs[0] if self.single else list(outputs)
-        result = compare_outputs(made.expected, got, self.job.tolerance, self.floor)
         message = LATE_MESSAGE if late else result.message
         return {"ok": result.ok and not late, "abs": result.max_abs_err,
                 "rel": result.max_rel_err, "message": message, "mutated": mutated,

@@ -1,0 +1,146 @@
+"""The referee's window check, batched: call for call the same answer as compare_outputs
+and same_inputs (ok, both maximum errors and the message), on windows made to hit every
+branch: passes, failures, values on the tolerance's edge, NaN/Inf placed alike and not,
+overflow, several outputs, integer outputs, odd calls, and chunks smaller than a window."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from cudal1_evaluator.common import batch_compare
+from cudal1_evaluator.common.batch_compare import compare_many, mutated_many
+from cudal1_evaluator.common.compare import compare_outputs, same_inputs, tolerance_for
+
+
+def _edge(e: torch.Tensor, tol: float, gen: torch.Generator) -> torch.Tensor:
+    """Errors of about the allowed size: each element a little inside, on or beyond it."""
+    allowed = tol * float(e.abs().max()) + tol * e.abs()
+    scale = torch.tensor([0.999, 1.0, 1.001, 0.5, 2.0])[
+        torch.randint(0, 5, e.shape, generator=gen)]
+    sign = torch.where(torch.rand(e.shape, generator=gen) < 0.5, -1.0, 1.0)
+    return (e + sign * scale.to(e.dtype) * allowed.to(e.dtype)).to(e.dtype)
+
+
+def _window(gen: torch.Generator, dtype: torch.dtype, preset: str,
+            calls: int = 24) -> list[tuple[Any, Any]]:
+    tol = tolerance_for(preset, dtype)
+    pairs: list[tuple[Any, Any]] = []
+    for c in range(calls):
+        e = (torch.randn(6, 5, generator=gen) * 10 ** float(c % 4 - 2)).to(dtype)
+        kind = c % 9
+        if kind == 0:
+            g = e.clone()
+        elif kind == 1:
+            g = _edge(e, tol, gen)
+        elif kind == 2:
+            e[1, 2], e[3, 0] = float("nan"), float("inf")
+            g = e.clone()
+            g[0, 0] += tol * float(e[torch.isfinite(e)].abs().max()) * 0.5
+        elif kind == 3:
+            e[1, 2] = float("nan")
+            g = e.clone()
+            g[1, 2], g[2, 2] = 0.0, float("nan")  # NaN moved
+        elif kind == 4:
+            e[0, 1] = float("inf")
+            g = e.clone()
+            g[0, 1] = float("-inf")  # same position, another value
+        elif kind == 5:
+            g = e + 1.0  # plainly wrong
+        elif kind == 6:
+            e = e.to(torch.float32)
+            g = torch.full_like(e, 3e38)
+            e[0, 0] = -3e38  # overflow to inf in the difference
+        elif kind == 7:
+            g = (-0.0 * e).to(dtype) if float(e.abs().max()) == 0 else e.clone()
+        else:
+            g = _edge(e, tol, gen)
+        pairs.append((e, g))
+    return pairs
+
+
+def _same(pairs: list[tuple[Any, Any]], preset: str, floor: float = 0.0) -> None:
+    batched = compare_many(pairs, preset, floor)
+    one_by_one = [compare_outputs(e, g, preset, floor) for e, g in pairs]
+    assert len(batched) == len(pairs)
+    for i, (b, o) in enumerate(zip(batched, one_by_one, strict=True)):
+        assert (b.ok, b.max_abs_err, b.max_rel_err, b.message) == \
+            (o.ok, o.max_abs_err, o.max_rel_err, o.message), f"call {i}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("preset", ["strict", "relaxed"])
+def test_a_window_is_judged_as_call_by_call(dtype: torch.dtype, preset: str) -> None:
+    gen = torch.Generator().manual_seed(7)
+    for _ in range(4):
+        pairs = _window(gen, dtype, preset)
+        _same(pairs, preset)
+        _same(pairs, preset, floor=3e-3)  # the baseline's own distance from strict fp32
+
+
+def test_chunks_smaller_than_a_window_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch_compare, "CHUNK_BYTES", 700)  # a few calls a chunk
+    gen = torch.Generator().manual_seed(3)
+    _same(_window(gen, torch.float32, "strict", calls=40), "strict")
+
+
+def test_several_outputs_odd_calls_and_integers() -> None:
+    gen = torch.Generator().manual_seed(11)
+    pairs: list[tuple[Any, Any]] = []
+    for c in range(12):
+        a, b = torch.randn(4, 3, generator=gen), torch.randn(7, generator=gen)
+        got_b = b.clone() if c % 3 else b + 1.0  # the second output wrong in a third
+        pairs.append(((a, b), (a * (1 + 1e-6), got_b)))
+    pairs.append(((torch.ones(2), torch.ones(3)), (torch.ones(2), torch.ones(4))))  # shape
+    pairs.append((torch.ones(3), torch.ones(3, dtype=torch.float16)))  # dtype
+    pairs.append((torch.arange(5), torch.arange(5)))  # integers: exact
+    pairs.append((torch.arange(5), torch.arange(5) + 1))
+    pairs.append((torch.ones(3), [torch.ones(3), torch.ones(3)]))  # output count
+    pairs.append((torch.ones(3), "not a tensor"))
+    pairs.append((torch.empty(0), torch.empty(0)))
+    pairs.append((torch.ones(2, 2), torch.ones(2, 2).t()))  # same values, another layout
+    _same(pairs, "strict")
+
+
+def test_mutated_inputs_are_found_as_call_by_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch_compare, "CHUNK_BYTES", 500)
+    gen = torch.Generator().manual_seed(5)
+    inputs, originals = [], []
+    for c in range(20):
+        x, n = torch.randn(5, 4, generator=gen), torch.randint(0, 9, (6,), generator=gen)
+        x[0, 0] = float("nan") if c % 4 == 0 else x[0, 0]
+        now_x, now_n = x.clone(), n.clone()
+        if c % 5 == 1:
+            now_x[2, 1] += 1.0  # written in place
+        if c % 7 == 2:
+            now_n[0] += 1
+        if c % 6 == 3:
+            now_x[0, 0] = 0.5 if c % 4 == 0 else float("nan")  # NaN counts as 0.5
+        inputs.append([now_x, 3, now_n])
+        originals.append([x, 3, n])
+    expected = [[j for j in range(3) if not same_inputs([a[j]], [b[j]])]
+                for a, b in zip(inputs, originals, strict=True)]
+    assert mutated_many(inputs, originals) == expected
+    assert any(expected) and not all(expected)
+    assert mutated_many([], []) == []
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_an_error_exactly_on_the_threshold_passes_and_one_ulp_beyond_fails(
+        dtype: torch.dtype) -> None:
+    """Where the reference is 0 the threshold is tol * max|exp| alone: an error of exactly
+    that (as compare_outputs forms it, in Python's double, then in the tensor's dtype)
+    passes, the next representable value fails, in both paths alike."""
+    gen = torch.Generator().manual_seed(1)
+    pairs: list[tuple[Any, Any]] = []
+    for c in range(16):
+        e = torch.randn(8, generator=gen).to(dtype) * (c + 1)
+        e[3] = 0.0
+        edge = torch.tensor(1e-4 * float(e.abs().max()), dtype=dtype)
+        g = e.clone()
+        g[3] = edge if c % 2 else torch.nextafter(edge, torch.tensor(1.0, dtype=dtype))
+        pairs.append((e, g))
+    _same(pairs, "strict")
+    assert [r.ok for r in compare_many(pairs, "strict")] == [c % 2 == 1 for c in range(16)]
