@@ -157,6 +157,9 @@ def _profile_apart(child: sandbox.Child, job: Job, report: WorkerReport,
         if on_progress is not None and stage == "profile":
             on_progress(stage, done, total, note)
 
+    if not warm.await_ready(child, "profile"):  # taken early, it failed its start-up
+        child.discard()
+        child = sandbox.Child("profile", _limits(job), job_text=job.to_json())
     outcome = child.run(job.to_json(), job.timeout_s, limits=_limits(job), cancel=cancel,
                         on_progress=profile_progress)
     extra = _report(outcome) or WorkerReport()  # no report: it crashed or timed out
@@ -232,8 +235,9 @@ def _start(mode: str, job: Job, limits: sandbox.Limits, cancel: threading.Event 
 def _single(job: Job, on_progress: sandbox.ProgressFn | None,
             cancel: threading.Event | None) -> Result:
     limits = _limits(job)
-    profiler = warm.take("profile", job.device, limits, job.to_json(), job.build_dir) \
-        if _profiles(job) else None
+    # needed only after the timing: taken now (the runner then profiles nothing), ready later
+    profiler = warm.take("profile", job.device, limits, job.to_json(), job.build_dir,
+                         wait=False) if _profiles(job) else None
     run_job = replace(job, profile=False) if profiler is not None else job
 
     def start_matched() -> conduct.Running:

@@ -42,21 +42,23 @@ def _kind(mode: str, device: str, limits: Limits, build_root: str, tag: str = ""
 
 
 def take(mode: str, device: str, limits: Limits, job_text: str,
-         build_root: str | None = None, tag: str = "") -> Child | None:
+         build_root: str | None = None, tag: str = "", *, wait: bool = True) -> Child | None:
     """A live warm child of this kind whose sandbox covers the job's build dir, removed from
     the pool, or None (then the caller starts a cold one). The one place a warm child's
-    coverage is checked: a child that cannot write where the job builds is never handed out."""
+    coverage is checked: a child that cannot write where the job builds is never handed out.
+    ``wait``: only once it is ready (else the caller calls ``await_ready`` before using it)."""
     with _lock:
         child = _idle.pop(_kind(mode, device, limits, build_root or "", tag), None)
     if child is None:
         return None
-    if not (child.covers(job_text) and _await_ready(child, mode)):
+    if not (child.covers(job_text) and child.alive() and
+            (not wait or await_ready(child, mode))):
         child.discard()
         return None
     return child
 
 
-def _await_ready(child: Child, mode: str) -> bool:
+def await_ready(child: Child, mode: str) -> bool:
     """Wait for a warm child still importing (it started earlier than a cold one would: taking
     it is never slower); False when it died first or took too long. A child is handed out only
     once its warm-up is done: one that failed its warm-up after being handed out would end
