@@ -20,6 +20,9 @@
 # Run from the repository root on the GPU host. Wheels for the app's other dependencies (the
 # static gate needs tree-sitter) may be carried in .whl/: they are installed with pip into the
 # host's own interpreter, as a user would. Results land in $OUT (default ./gpu-out).
+# CALL_S counts from this script's own start: a second invocation in the same device call
+# (after an install, say) must get a smaller CALL_S, or the call's limit kills it before its
+# results are packed; pack $OUT from a trap (trap 'tar czf ...' EXIT) or after a `timeout`.
 # Steps on several GPUs at once: install once, then one process per GPU, e.g.
 #   bash benchmarks/gpu_session.sh watch
 #   for i in 0 1 2; do SKIP_INSTALL=1 CUDA_VISIBLE_DEVICES=$i OUT=$OUT/g$i \
