@@ -20,6 +20,7 @@ import torch
 from cudal1_evaluator.common.compare import (
     Comparison,
     _finite,
+    as_bits,
     as_tensors,
     compare_outputs,
     same_inputs,
@@ -56,6 +57,9 @@ def mutated_many(inputs: Sequence[Sequence[Any]],
     found: list[list[int]] = [[] for _ in inputs]
     if not inputs:
         return found
+    if any(len(a) != len(inputs[0]) or len(b) != len(a)
+           for a, b in zip(inputs, originals, strict=True)):
+        raise ValueError("every call's inputs must match its originals, input for input")
     for j in range(len(inputs[0])):
         column = [(a[j], b[j]) for a, b in zip(inputs, originals, strict=True)]
         for call, differs in enumerate(_differ(column)):
@@ -75,10 +79,8 @@ def _differ(column: list[tuple[Any, Any]]) -> list[bool]:
     row = first.numel() * first.element_size() * 2
     out: list[bool] = []
     for chunk in _chunks(list(range(len(column))), row):
-        a = torch.stack([column[i][0].detach() for i in chunk]).reshape(len(chunk), -1)
-        b = torch.stack([column[i][1].detach() for i in chunk]).reshape(len(chunk), -1)
-        if a.is_floating_point():
-            a, b = torch.nan_to_num(a, nan=0.5), torch.nan_to_num(b, nan=0.5)
+        a = torch.stack([as_bits(column[i][0].detach()) for i in chunk]).reshape(len(chunk), -1)
+        b = torch.stack([as_bits(column[i][1].detach()) for i in chunk]).reshape(len(chunk), -1)
         out += (a != b).any(dim=1).tolist()
     return out
 
@@ -86,7 +88,7 @@ def _differ(column: list[tuple[Any, Any]]) -> list[bool]:
 def _signature(expected: Any, got: Any) -> tuple[Any, ...] | None:
     """What makes calls stackable together; None for a call judged on its own."""
     exp, cand = as_tensors(expected), as_tensors(got)
-    if exp is None or cand is None or len(exp) != len(cand):
+    if not exp or cand is None or len(exp) != len(cand):
         return None
     key: list[Any] = []
     for e, g in zip(exp, cand, strict=True):

@@ -117,7 +117,7 @@ def test_mutated_inputs_are_found_as_call_by_call(monkeypatch: pytest.MonkeyPatc
         if c % 7 == 2:
             now_n[0] += 1
         if c % 6 == 3:
-            now_x[0, 0] = 0.5 if c % 4 == 0 else float("nan")  # NaN counts as 0.5
+            now_x[0, 0] = 0.5 if c % 4 == 0 else float("nan")  # a NaN written or replaced
         inputs.append([now_x, 3, now_n])
         originals.append([x, 3, n])
     expected = [[j for j in range(3) if not same_inputs([a[j]], [b[j]])]
@@ -144,3 +144,26 @@ def test_an_error_exactly_on_the_threshold_passes_and_one_ulp_beyond_fails(
         pairs.append((e, g))
     _same(pairs, "strict")
     assert [r.ok for r in compare_many(pairs, "strict")] == [c % 2 == 1 for c in range(16)]
+
+
+def test_inputs_are_compared_bit_for_bit() -> None:
+    """An infinity overwritten with the dtype's maximum, a zero's sign flipped, a NaN's
+    payload changed: each is a write into the input (NaN-for-0.5 and == used to miss them)."""
+    base = torch.tensor([float("inf"), 0.0, float("nan"), 1.0])
+    payload = base.clone()
+    payload.view(torch.int32)[2] ^= 1  # still a NaN, other bits
+    cases = [(torch.tensor([torch.finfo(torch.float32).max, 0.0, float("nan"), 1.0]), True),
+             (torch.tensor([float("inf"), -0.0, float("nan"), 1.0]), True),
+             (payload, True), (base.clone(), False)]
+    for now, changed in cases:
+        assert same_inputs([now], [base]) is not changed
+    assert mutated_many([[now] for now, _ in cases], [[base]] * len(cases)) == \
+        [[0] if changed else [] for _, changed in cases]
+    half = torch.tensor([float("inf")], dtype=torch.float16)
+    assert not same_inputs([torch.tensor([65504.0], dtype=torch.float16)], [half])
+    with pytest.raises(ValueError):
+        mutated_many([[base], [base, base]], [[base], [base, base]])
+
+
+def test_no_outputs_at_all_is_judged_as_before() -> None:
+    _same([((), ())], "strict")
