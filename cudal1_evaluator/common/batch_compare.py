@@ -7,7 +7,8 @@ evaluation). Calls whose outputs are alike (one shape, dtype and device per outp
 not empty: every call of a window) are stacked, a chunk at a time, and judged by row. A call
 any row of which fails, and every call unlike the rest, is judged again by
 ``compare_outputs`` itself, so a failure reads exactly as it did; a pass has the same maximum
-errors (maxima are exact, and the threshold is formed in the same precision).
+errors (maxima are exact, and the threshold is formed in the same precision). On a CPU,
+where nothing waits, calls are judged one at a time (``BATCH_ON_CPU``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from cudal1_evaluator.common.compare import (
 )
 
 CHUNK_BYTES = 64 * 2**20  # stacked bytes of one output at a time (a copy of the window's)
+# Stacking saves device syncs; on a CPU there are none to save, only the copies to pay (1.0-2x
+# slower measured on this repo's 2-core host), so CPU tensors are judged one call at a time.
+BATCH_ON_CPU = False
 
 
 def compare_many(pairs: Sequence[tuple[Any, Any]], preset: str,
@@ -74,7 +78,7 @@ def _differ(column: list[tuple[Any, Any]]) -> list[bool]:
         isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
         and a.shape == b.shape == first.shape and a.dtype == b.dtype == first.dtype
         and a.device == b.device == first.device for a, b in column)
-    if not alike or first.numel() == 0:
+    if not alike or first.numel() == 0 or not _batched_on(first.device):
         return [not same_inputs([a], [b]) for a, b in column]
     row = first.numel() * first.element_size() * 2
     out: list[bool] = []
@@ -94,10 +98,14 @@ def _signature(expected: Any, got: Any) -> tuple[Any, ...] | None:
     for e, g in zip(exp, cand, strict=True):
         if type(g) is not torch.Tensor or g.shape != e.shape or g.dtype != e.dtype or \
                 g.device != e.device or e.numel() == 0 or not e.is_floating_point() or \
-                e.is_complex():
+                e.is_complex() or not _batched_on(e.device):
             return None
         key.append((tuple(e.shape), e.dtype, e.device))
     return (isinstance(expected, (tuple, list)), *key)
+
+
+def _batched_on(device: torch.device) -> bool:
+    return device.type != "cpu" or BATCH_ON_CPU
 
 
 def _row_bytes(key: tuple[Any, ...]) -> int:

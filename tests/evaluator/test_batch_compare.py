@@ -15,6 +15,20 @@ from cudal1_evaluator.common.batch_compare import compare_many, mutated_many
 from cudal1_evaluator.common.compare import compare_outputs, same_inputs, tolerance_for
 
 
+@pytest.fixture(autouse=True)
+def _batched_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batched path runs on a GPU only; these tests hold it to the single path on CPU
+    tensors."""
+    monkeypatch.setattr(batch_compare, "BATCH_ON_CPU", True)
+
+
+def test_cpu_windows_are_judged_one_call_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch_compare, "BATCH_ON_CPU", False)
+    pairs = [(torch.ones(3), torch.ones(3))] * 4
+    assert batch_compare._signature(*pairs[0]) is None
+    assert [r.ok for r in compare_many(pairs, "strict")] == [True] * 4
+
+
 def _edge(e: torch.Tensor, tol: float, gen: torch.Generator) -> torch.Tensor:
     """Errors of about the allowed size: each element a little inside, on or beyond it."""
     allowed = tol * float(e.abs().max()) + tol * e.abs()
