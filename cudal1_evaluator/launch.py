@@ -107,14 +107,20 @@ def _prewarm(job: Job) -> None:
         warm.prepare("profile", job.device, limits, job.build_dir)
 
 
+EARLY_PREWARM_MIN_CORES = 8  # four children's start-up beside the timing needs spare cores
+
+
 def _prewarm_early(job: Job) -> None:
     """On a GPU, the next evaluation's children start once this one's reference-alone windows
     are done (never beside those: they are the yardstick for a slowed reference): a child
     takes 5-10 s to import torch and warm up on a GPU host, about as long as the rest of an
     evaluation, so back-to-back evaluations find them ready. The windows that follow compare
     the two sides round by round, both beside the same start-up work. On a CPU the timed code
-    itself would compete with it: there the children start after the evaluation."""
-    if warm.enabled and job.device.startswith("cuda"):
+    itself would compete with it, and on a host of few cores the timing's host side would
+    (on 2 cores, torch imports beside a window made a 0.3 ms reference read 0.8 or 24 ms a
+    call): there the children start after the evaluation."""
+    if warm.enabled and job.device.startswith("cuda") and \
+            (os.cpu_count() or 1) >= EARLY_PREWARM_MIN_CORES:
         _prewarm(job)
 
 
