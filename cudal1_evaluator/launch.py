@@ -163,11 +163,13 @@ def _profile_apart(child: sandbox.Child, job: Job, report: WorkerReport,
         if on_progress is not None and stage == "profile":
             on_progress(stage, done, total, note)
 
-    if not warm.await_ready(child, "profile"):  # taken early, it failed its start-up
+    if warm.await_ready(child, "profile"):
+        outcome = child.run(job.to_json(), job.timeout_s, limits=_limits(job), cancel=cancel,
+                            on_progress=profile_progress)
+    else:  # taken early, it failed its start-up
         child.discard()
-        child = sandbox.Child("profile", _limits(job), job_text=job.to_json())
-    outcome = child.run(job.to_json(), job.timeout_s, limits=_limits(job), cancel=cancel,
-                        on_progress=profile_progress)
+        outcome = _spawn("profile", job.to_json(), job, on_progress=profile_progress,
+                         cancel=cancel)
     extra = _report(outcome) or WorkerReport()  # no report: it crashed or timed out
     report.add_flags(extra.flags)
     report.phases["profile"] = extra.phases.get("profile", 0.0)

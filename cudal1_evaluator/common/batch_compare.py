@@ -102,7 +102,7 @@ def _signature(expected: Any, got: Any) -> tuple[Any, ...] | None:
                 e.is_complex() or not _batched_on(e.device):
             return None
         key.append((tuple(e.shape), e.dtype, e.device))
-    return (isinstance(expected, (tuple, list)), *key)
+    return tuple(key)
 
 
 def _batched_on(device: torch.device) -> bool:
@@ -110,9 +110,9 @@ def _batched_on(device: torch.device) -> bool:
 
 
 def _row_bytes(key: tuple[Any, ...]) -> int:
-    wide = [8 if dtype == torch.float64 else 4 for _, dtype, _ in key[1:]]
+    wide = [8 if dtype == torch.float64 else 4 for _, dtype, _ in key]
     return max(1, max(torch.Size(shape).numel() * w for (shape, _, _), w in
-                      zip(key[1:], wide, strict=True)) * 2)
+                      zip(key, wide, strict=True)) * 2)
 
 
 def _chunks(members: list[int], row_bytes: int) -> list[list[int]]:
@@ -126,10 +126,10 @@ def _judge_chunk(pairs: list[tuple[Any, Any]], preset: str,
     call by call for its message)."""
     worst = [(0.0, 0.0)] * len(pairs)
     passed = [True] * len(pairs)
-    outputs = len(as_tensors(pairs[0][0]) or [])
-    for k in range(outputs):
-        exp = [(as_tensors(e) or [])[k] for e, _ in pairs]
-        got = [(as_tensors(g) or [])[k] for _, g in pairs]
+    exps = [as_tensors(e) or [] for e, _ in pairs]
+    gots = [as_tensors(g) or [] for _, g in pairs]
+    for k in range(len(exps[0])):
+        exp, got = [items[k] for items in exps], [items[k] for items in gots]
         for row, (ok, max_abs, max_rel) in enumerate(_judge_output(exp, got, preset, floor)):
             passed[row] = passed[row] and ok
             worst[row] = (max(worst[row][0], max_abs), max(worst[row][1], max_rel))

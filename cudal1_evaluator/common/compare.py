@@ -153,9 +153,7 @@ def as_bits(t: torch.Tensor) -> torch.Tensor:
     (NaN's payload and the sign of zero count; a float maximum is not an infinity)."""
     if t.is_complex():
         t = torch.view_as_real(t)
-    if t.dtype == torch.bool or not (t.is_floating_point() or t.is_complex()):
-        return t
-    return t.view(_BITS[t.element_size()])
+    return t.view(_BITS[t.element_size()]) if t.is_floating_point() else t
 
 
 def same_inputs(a: list[Any], b: list[Any]) -> bool:

@@ -20,9 +20,8 @@ MASK_SPEEDUP = "•.••×"
 MASK_TIME = "•.•• ms"
 MASK_ERROR = "•.•e-••"
 MASK_RATE = "•• tok/s"
-# Info flags that only say how a time was measured; whether one appears depends on the
+# Flags that only say how a time was measured or read; whether one appears depends on the
 # clock (a cache's age, the noise of a measurement), so the masked mode leaves them out.
-# notes that follow from one run's timing noise: left out where measurements are masked
 TIMING_NOTES = frozenset({"reference_pristine_reused", "reference_pristine_remeasured",
                           "reference_slowed", "speedup_within_noise"})
 
