@@ -328,6 +328,12 @@ def main() -> int:
     parser.add_argument("--deadline-s", type=float, default=0.0,
                         help="start no pair after this many seconds (0: no deadline); the "
                              "rows so far are written and the rest named, for a later --skip")
+    parser.add_argument("--builds-first", action="store_true",
+                        help="every build done before the first measurement (no nvcc beside "
+                             "the timing; the default measures plain pairs while nvcc runs)")
+    parser.add_argument("--builds-only", action="store_true",
+                        help="build the chosen pairs into --build-root and stop (shards of a "
+                             "later run with the same --build-root then find them built)")
     args = parser.parse_args()
     # absolute: the harness processes and the evaluator's children run in dirs of their own
     root = args.build_root or Path(tempfile.mkdtemp(prefix="compare-builds-"))
@@ -364,6 +370,11 @@ def main() -> int:
         for p in sorted(pairs, key=compiles_native)}
     by_name = {p.name: p for p in pairs}
     small = (os.cpu_count() or 1) < SMALL_HOST_CORES
+    if args.builds_only:
+        return builds_only(builds, by_name, pool, started)
+    if args.builds_first and not small:
+        print("every build finishes before the first measurement", flush=True)
+        wait(list(builds.values()))
     if small:  # no core to spare: builds and torch imports would share the timing's cores
         print(f"{os.cpu_count()} cores: every build finishes before the first measurement, each "
               "harness process starts after our evaluation, and the evaluator starts no warm "
@@ -401,6 +412,19 @@ def main() -> int:
     print(table(rows))
     print(summary(rows, wall))
     write(args.out, args.device, arch, rows, wall, done=len(rows) == len(pairs))
+    return 0
+
+
+def builds_only(builds: dict[str, Future[BuildOutcome]], by_name: dict[str, Pair],
+                pool: ThreadPoolExecutor, started: float) -> int:
+    wait(list(builds.values()))
+    pool.shutdown(wait=True)
+    outcomes = {name: f.result() for name, f in builds.items()}
+    for name, built in sorted(outcomes.items()):
+        print(f"built {name}: {built.status} ({built.compile_time_s:.0f} s)", flush=True)
+    native = sum(compiles_native(by_name[n]) for n in outcomes)
+    print(f"{len(outcomes)} pairs built ({native} compile native code) in "
+          f"{time.monotonic() - started:.0f} s", flush=True)
     return 0
 
 

@@ -5,6 +5,7 @@
 # what came so far in $OUT/detached.tgz and prints the session log.
 #   TOTAL_S=1500 bash benchmarks/gpu_detached.sh start corpus --build-root /tmp/gpu-builds + tests
 #   bash benchmarks/gpu_detached.sh wait
+#   SCRIPT=benchmarks/gpu_host.sh TOTAL_S=1450 bash benchmarks/gpu_detached.sh start  # all GPUs
 # WAIT_S (default 570) bounds one call's wait; TOTAL_S is the steps' shared clock (CALL_S of
 # gpu_session.sh); RESERVE_S is kept from the corpus step for the steps after it.
 set -uo pipefail
@@ -16,8 +17,8 @@ if [ "$verb" = start ]; then
   rm -rf "$HERE" && mkdir -p "$HERE/out"
   cp -a . "$HERE/repo"
   (cd "$HERE/repo" && setsid nohup env OUT="$HERE/out" CALL_S="${TOTAL_S:-1500}" \
-     RESERVE_S="${RESERVE_S:-20}" bash -c 'bash benchmarks/gpu_session.sh "$@"; touch ../finished' \
-     _ "$@" > "$HERE/session.log" 2>&1 < /dev/null &)
+     RESERVE_S="${RESERVE_S:-20}" bash -c 'bash "$0" "$@"; touch ../finished' \
+     "${SCRIPT:-benchmarks/gpu_session.sh}" "$@" > "$HERE/session.log" 2>&1 < /dev/null &)
 fi
 end=$((SECONDS + ${WAIT_S:-570}))
 while [ $SECONDS -lt $end ] && [ ! -e "$HERE/finished" ]; do sleep 5; done

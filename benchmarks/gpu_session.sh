@@ -15,6 +15,7 @@
 #   scaling [OPTS...]   benchmarks/scaling.py (candidates a minute over 1, 2, 4 … GPUs)
 #   shared [OPTS...]    benchmarks/shared_gpu.py (a generating model server on the timing GPU)
 #   phases [OPTS...]    where one evaluation's time goes (evaluator_phases.py: first and cached)
+#   window PROBLEM CAND where a trusted window's time goes, per step (window_diag.py, CUDA)
 #   diag                TorchScript in our worker vs a plain process; reduce-overhead outputs held;
 #                       conv_bn_fold_eval's wall time outside the timed calls, three times
 # Run from the repository root on the GPU host. Wheels for the app's other dependencies (the
@@ -79,13 +80,16 @@ run_step() {
     phases)
       timeout "$(left 5)" python3 benchmarks/evaluator_phases.py "$@" 2>&1 \
         | tee -a "$OUT/phases.log" | cut -c1-200 ;;
+    window)
+      timeout "$(left 5)" python3 benchmarks/window_diag.py "$1" "$2" cuda 2>&1 \
+        | tee -a "$OUT/window_diag.log" | cut -c1-200 ;;
     diag)
       timeout "$(left 5)" python3 benchmarks/gpu_diag.py 2>&1 | tee "$OUT/gpu_diag.log" | cut -c1-400 ;;
     tests)
       timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ "$@" 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -15 ;;
     *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \
-         "tests | diag | watch | scaling | shared | phases"; return 2 ;;
+         "tests | diag | watch | scaling | shared | phases | window"; return 2 ;;
   esac
 }
 args=()

@@ -466,6 +466,9 @@ def parse_args() -> argparse.Namespace:
         help="cpu: a dry run of the plumbing (numbers meaningless, no memory step)")
     add("--phases", default=",".join(PHASES), help="runs, from idle,busy,loaded")
     add("--problems", type=int, default=6, help="the first N corpus problems (0: all)")
+    add("--only", nargs="*", default=[],
+        help="problem file name substrings to keep (before --problems): problems timed in "
+             "milliseconds compare at ±5 %%; a launch-bound one's noise is larger")
     add("--candidates", type=int, default=2, help="candidates per problem (its first pairs)")
     add("--rounds", type=int, default=1, help="rounds per problem")
     add("--parallel", type=int, default=0, help="problems at once (default: the app's)")
@@ -507,6 +510,9 @@ def corpus(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
         plain = {p: [x for x in pairs if not needs_build((ROOT / x["candidate"]).read_text(
             encoding="utf-8"))] for p, pairs in by_problem.items()}
         by_problem = {p: pairs for p, pairs in plain.items() if pairs}
+    if args.only:
+        by_problem = {p: pairs for p, pairs in by_problem.items()
+                      if any(o in Path(p).name for o in args.only)}
     if args.problems:
         by_problem = dict(list(by_problem.items())[:args.problems])
     return {p: pairs[:args.rounds * args.candidates] for p, pairs in by_problem.items()}

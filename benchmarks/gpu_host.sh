@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Every GPU measurement of the final code on one host of N GPUs, within one clock (CALL_S):
+#   1. scaling over 1, 2, 4 … GPUs (benchmarks/scaling.py), one width at a time, alone on the
+#      host (nothing else runs beside a width's timing);
+#   2. the corpus's builds, all at once on the CPU cores, before any of its timing;
+#   3. a queue of jobs spread over every GPU, one job at a time per GPU, the longest first:
+#      the shared-GPU run (issue 24), the corpus beside the independent harness in shards,
+#      the exploit suite in shards, where an evaluation's time goes, where a window's goes.
+# A job that no longer fits the clock is not started; the log names it. Run it detached, so
+# it outlasts the 10-minute calls of a lent machine (each later call waits and brings back
+# $OUT as it stands):
+#   SCRIPT=benchmarks/gpu_host.sh TOTAL_S=1450 bash benchmarks/gpu_detached.sh start
+#   bash benchmarks/gpu_detached.sh wait
+# Settings: PROBLEMS (scaling's corpus problems, default 10), SCALING_S (its share of the
+# clock, default 660), CORPUS_SHARDS and EXPLOIT_SHARDS (default: the GPU count), SHARED
+# (shared_gpu.py's options; empty: no shared-GPU job).
+set -uo pipefail
+OUT=${OUT:-gpu-out}
+CALL_S=${CALL_S:-585}
+mkdir -p "$OUT/q"
+OUT=$(cd "$OUT" && pwd)
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+left() { echo $(( CALL_S - SECONDS - ${1:-0} )); }
+log() { echo "[$(date +%T) +${SECONDS}s] $*"; }
+
+OUT=$OUT CALL_S=120 bash benchmarks/gpu_session.sh  # wheels installed once; env.txt
+export SKIP_INSTALL=1
+gpus=$(nvidia-smi -L | wc -l)
+widths=()
+for w in 1 2 4 8; do [ "$w" -le "$gpus" ] && widths+=("$w"); done
+log "$gpus GPUs, $(nproc) cores; scaling widths ${widths[*]}"
+
+# -- 1. scaling, alone on the host ------------------------------------------------------
+S=$OUT/scaling
+mkdir -p "$S"
+scaling_end=$(( SECONDS + ${SCALING_S:-660} ))
+for w in "${widths[@]}"; do
+  budget=$(( scaling_end - SECONDS ))
+  if [ "$budget" -lt 60 ]; then log "scaling: no time left for width $w"; break; fi
+  log "scaling: width $w, at most $budget s"
+  timeout "$budget" python3 benchmarks/scaling.py --widths "$w" --problems "${PROBLEMS:-10}" \
+    --candidates 2 --timing-budget 2 --build-dir /tmp/scaling-builds \
+    --results "$S/scaling.json" --out "$S" > "$S/width$w.log" 2>&1
+  log "scaling: width $w ended, exit $?"
+  tail -12 "$S/width$w.log"
+done
+
+# -- 2. the corpus's builds, before any of its timing -------------------------------------
+B=/tmp/corpus-builds
+log "corpus builds"
+timeout "$(left 240)" python3 benchmarks/compare_gpu.py benchmarks/corpus/manifest.toml \
+  --builds-only --build-root "$B" --workers $(( $(nproc) - 2 )) --out "$OUT/q/builds.json" \
+  > "$OUT/q/builds.log" 2>&1
+log "corpus builds ended, exit $?: $(tail -1 "$OUT/q/builds.log")"
+
+# -- 3. the queue -------------------------------------------------------------------------
+cs=${CORPUS_SHARDS:-$gpus}
+es=${EXPLOIT_SHARDS:-$gpus}
+tasks=()
+[ -n "${SHARED-x}" ] && tasks+=("shared ${SHARED:---problems 3 --only conv3x3_relu conv_bn_relu_eval gemm_bias_silu --phases idle,busy}")
+for k in $(seq 1 "$cs"); do
+  tasks+=("corpus --build-root $B --builds-first --shard $k/$cs")
+done
+for k in $(seq 1 "$es"); do tasks+=("exploit-shard $k/$es"); done
+tasks+=("phases --trials 5 --budget 2 --repeat 3 --gap 10")
+tasks+=("window examples/diag_matmul.py benchmarks/corpus/candidates/diag_broadcast.py")
+tasks+=("window benchmarks/corpus/problems/tiny_scale_shift.py benchmarks/corpus/candidates/tiny_scale_shift_addcmul.py")
+Q=$OUT/q/next
+echo 0 > "$Q"
+take() { flock "$Q.lock" bash -c 'n=$(cat "$0"); echo $((n + 1)) > "$0"; echo "$n"' "$Q"; }
+worker() {
+  local gpu=$1 n
+  while true; do
+    n=$(take)
+    [ "$n" -ge "${#tasks[@]}" ] && return
+    if [ "$(left 60)" -lt 60 ]; then log "gpu $gpu: no time left for: ${tasks[$n]}"; continue; fi
+    log "gpu $gpu: job $n: ${tasks[$n]}"
+    mkdir -p "$OUT/q/j$n"
+    # shellcheck disable=SC2086  # a job's words are its step and options
+    CUDA_VISIBLE_DEVICES=$gpu OUT=$OUT/q/j$n CALL_S=$(left 15) RESERVE_S=15 \
+      bash benchmarks/gpu_session.sh ${tasks[$n]} > "$OUT/q/j$n/session.log" 2>&1
+    log "gpu $gpu: job $n ended, exit $?"
+  done
+}
+for g in $(seq 0 $(( gpus - 1 ))); do worker "$g" & done
+wait
+log "all jobs done"
+for f in "$OUT"/q/j*/session.log; do echo "== $f"; tail -8 "$f" | cut -c1-240; done
