@@ -278,3 +278,29 @@ def test_probe_runs_isolated_and_reports_a_crash_as_a_result() -> None:
     slow = probe(ProbeJob(problem_source=hang, timeout_s=8.0))
     assert not slow.ok and slow.error_kind == "timeout"
 
+
+
+def test_a_stall_at_the_start_is_not_taken_off_the_reference_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start's empty windows stalled (another process creating its context on the GPU,
+    say): their hand-off, taken off every alone window as it stood then, made the reference
+    alone read half its time, and the speedup was taken against that. The hand-off of the
+    whole evaluation (every empty window's median) is taken off instead."""
+    from cudal1_evaluator.parent import conduct
+
+    stall_ms = 400.0
+    empty_windows = conduct.Conductor._empty_windows
+
+    def stalled(self: conduct.Conductor, count: int) -> None:
+        empty_windows(self, count)
+        if count == conduct.EMPTY_WINDOWS:  # the start's (later ones come one at a time)
+            self.ev.handoff[-count:] = [ms + stall_ms for ms in self.ev.handoff[-count:]]
+
+    monkeypatch.setattr(conduct.Conductor, "_empty_windows", stalled)
+    pristine_cache.clear()  # a fresh alone measurement
+    result = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST))
+    assert result.status == "ok", result.message
+    alone, beside = (result.timing[k].median_ms for k in ("reference_pristine", "reference"))
+    # before: the alone windows lost half their time (the most a hand-off may take off)
+    assert alone > 0.7 * beside, (alone, beside)
+    pristine_cache.clear()
