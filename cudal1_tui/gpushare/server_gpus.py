@@ -96,9 +96,8 @@ def detect(base_url: str, setting: str = AUTO, *, run: SmiRunner = smi.run_smi,
         return ServerGpus((), str(exc))
     port = local_port(base_url)
     family = listeners.serving(port, root) if port is not None else set()
-    # never this app and its evaluator children: a server in a process above us (a benchmark
-    # serving replies while it runs the app) would make our own GPU work "the server's"
-    family -= listeners.descendants({os.getpid()}, root)
+    if port is not None:  # never this app and its evaluator children
+        family -= listeners.ours_not_serving(port, os.getpid(), root)
     kind = next((k for k in (kind_of(listeners.command_line(p, root)) for p in family) if k), "")
     if fixed is not None:
         return ServerGpus(fixed, f"model_gpus = {setting.strip() or NONE}", kind)

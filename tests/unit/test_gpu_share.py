@@ -137,6 +137,22 @@ def test_this_app_and_its_evaluator_children_are_never_the_server(fake_smi: Path
     assert found.gpus == (0,) and found.pids == (4242,)
 
 
+def test_a_server_this_process_started_is_still_the_server(fake_smi: Path,
+                                                           proc: Path) -> None:
+    """A script that starts the server and then asks (the shared-GPU benchmark did, and
+    found nothing while its own children were all excluded)."""
+    _process(proc, os.getpid(), 1, "python benchmarks/shared_gpu.py")
+    _process(proc, 5100, os.getpid(), "python generating_server.py --port 8100", (5561,))
+    _process(proc, 5101, os.getpid(), "python -m cudal1_tui run --headless")
+    _process(proc, 5102, 5101, "python -m cudal1_evaluator _child run")
+    header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
+    (proc / "net" / "tcp").write_text(header + _tcp_row(8100, 5561) + "\n")
+    (fake_smi / "apps.csv").write_text(f"5100, /usr/bin/python3, 9000 MiB, {UUID1}\n"
+                                       f"5102, /usr/bin/python3, 900 MiB, {UUID0}\n")
+    found = detect("http://127.0.0.1:8100/v1", root=proc)
+    assert found.gpus == (1,) and found.pids == (5100,), found.how
+
+
 def test_a_server_in_a_container_is_found_by_its_name(fake_smi: Path, proc: Path) -> None:
     (fake_smi / "apps.csv").write_text(f"31337, ollama, 5000 MiB, {UUID1}\n")
     found = detect("http://127.0.0.1:11434/v1", root=proc)  # nothing here serves 11434
