@@ -12,8 +12,12 @@
 #   SCRIPT=benchmarks/gpu_host.sh TOTAL_S=1450 bash benchmarks/gpu_detached.sh start
 #   bash benchmarks/gpu_detached.sh wait
 # Settings: PROBLEMS (scaling's corpus problems, default 10), SCALING_S (its share of the
-# clock, default 660), CORPUS_SHARDS and EXPLOIT_SHARDS (default: the GPU count), SHARED
-# (shared_gpu.py's options; empty: no shared-GPU job).
+# clock, default 660), WIDTHS (default 1 2 4 8, those the host has; empty: no scaling),
+# CORPUS_SHARDS and EXPLOIT_SHARDS (default: the GPU count; 0: no such jobs), SHARED
+# (shared_gpu.py's options; empty: no shared-GPU job), DIAG (0: no phases/window jobs).
+# Measured on 4x H200 (third session of 2026-11-27): width 1 of 10 problems x 2 candidates
+# took 471 s, the corpus's 47 pairs 196-369 s a shard of 4, the shared-GPU job 441 s, an
+# exploit shard of 11 cases 130-210 s: a width 1 and the queue do not fit one 25-minute run.
 set -uo pipefail
 OUT=${OUT:-gpu-out}
 CALL_S=${CALL_S:-585}
@@ -27,7 +31,7 @@ OUT=$OUT CALL_S=120 bash benchmarks/gpu_session.sh  # wheels installed once; env
 export SKIP_INSTALL=1
 gpus=$(nvidia-smi -L | wc -l)
 widths=()
-for w in 1 2 4 8; do [ "$w" -le "$gpus" ] && widths+=("$w"); done
+for w in ${WIDTHS-1 2 4 8}; do [ "$w" -le "$gpus" ] && widths+=("$w"); done
 log "$gpus GPUs, $(nproc) cores; scaling widths ${widths[*]}"
 
 # -- 1. scaling, alone on the host ------------------------------------------------------
@@ -47,24 +51,28 @@ done
 
 # -- 2. the corpus's builds, before any of its timing -------------------------------------
 B=/tmp/corpus-builds
-log "corpus builds"
-timeout "$(left 240)" python3 benchmarks/compare_gpu.py benchmarks/corpus/manifest.toml \
-  --builds-only --build-root "$B" --workers $(( $(nproc) - 2 )) --out "$OUT/q/builds.json" \
-  > "$OUT/q/builds.log" 2>&1
-log "corpus builds ended, exit $?: $(tail -1 "$OUT/q/builds.log")"
-
-# -- 3. the queue -------------------------------------------------------------------------
 cs=${CORPUS_SHARDS:-$gpus}
 es=${EXPLOIT_SHARDS:-$gpus}
+if [ "$cs" -gt 0 ]; then
+  log "corpus builds"
+  timeout "$(left 240)" python3 benchmarks/compare_gpu.py benchmarks/corpus/manifest.toml \
+    --builds-only --build-root "$B" --workers $(( $(nproc) - 2 )) --out "$OUT/q/builds.json" \
+    > "$OUT/q/builds.log" 2>&1
+  log "corpus builds ended, exit $?: $(tail -1 "$OUT/q/builds.log")"
+fi
+
+# -- 3. the queue -------------------------------------------------------------------------
 tasks=()
 [ -n "${SHARED-x}" ] && tasks+=("shared ${SHARED:---problems 3 --only conv3x3_relu conv_bn_relu_eval gemm_bias_silu --phases idle,busy}")
 for k in $(seq 1 "$cs"); do
   tasks+=("corpus --build-root $B --builds-first --shard $k/$cs")
 done
 for k in $(seq 1 "$es"); do tasks+=("exploit-shard $k/$es"); done
-tasks+=("phases --trials 5 --budget 2 --repeat 3 --gap 10")
-tasks+=("window examples/diag_matmul.py benchmarks/corpus/candidates/diag_broadcast.py")
-tasks+=("window benchmarks/corpus/problems/tiny_scale_shift.py benchmarks/corpus/candidates/tiny_scale_shift_addcmul.py")
+if [ "${DIAG:-1}" != 0 ]; then
+  tasks+=("phases --trials 5 --budget 2 --repeat 3 --gap 10")
+  tasks+=("window examples/diag_matmul.py benchmarks/corpus/candidates/diag_broadcast.py")
+  tasks+=("window benchmarks/corpus/problems/tiny_scale_shift.py benchmarks/corpus/candidates/tiny_scale_shift_addcmul.py")
+fi
 Q=$OUT/q/next
 echo 0 > "$Q"
 take() { flock "$Q.lock" bash -c 'n=$(cat "$0"); echo $((n + 1)) > "$0"; echo "$n"' "$Q"; }

@@ -35,7 +35,7 @@ GPU memory but `--memory-free-mib`, and one problem is run: it must fail with th
 Needs transformers on the GPU machine (`--generator llama`); the CPU dry run uses a torch
 matmul loop instead and skips the memory step. Writes OUT/shared_gpu.json, the tables in
 OUT/shared_gpu.md, and OUT/logs.tar.gz: per run
-logs/RUN/{server.log,generations.jsonl,run.log,events/*.jsonl}. See
+logs/RUN/{server.log,generations.jsonl,run.log,events/*.jsonl,events/*.trace.jsonl}. See
 docs/benchmarks/shared-gpu.md.
 """
 
@@ -259,6 +259,8 @@ def evidence(sessions: Path, server: Server, keep: Path) -> dict[str, Any]:
         gate_overlaps += len(overlaps(rows))
         timed += windows(rows)
         seen.update(detections(rows))
+    for path in sessions.rglob("trace.jsonl"):  # every verdict with its message
+        (keep / f"{path.parent.name}.trace.jsonl").write_bytes(path.read_bytes())
     gens = read_events(server.generations)  # the same JSONL reading: one object a line
     return {"sessions": len(logs), "timed_windows": len(timed),
             "events_overlaps": gate_overlaps,
