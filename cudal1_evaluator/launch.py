@@ -192,7 +192,6 @@ def _converse(cond: conduct.Conductor, job: Job,
               start_matched: Callable[[], conduct.Running]) -> None:
     """The schedule: the referee, the reference runner and the reference alone; the
     candidate's build; its trials; the timed rounds."""
-    key = ""
     with contextlib.suppress(PeerGone):
         cond.start(_reuse_alone(job))
         key = pristine_cache.key_of(job, cond.ev.info)
@@ -210,9 +209,6 @@ def _converse(cond: conduct.Conductor, job: Job,
             cond.settle_handoff()
             if verdict.slowed_now(ev) and cond.alone_age is not None:
                 _fresh_alone(cond, key)
-    cond.settle_handoff()
-    if key and cond.alone_age is None and cond.ev.alone and not cond.alone_shared:
-        pristine_cache.put(key, cond.ev.alone)  # again, with the settled hand-off
 
 
 def _fresh_alone(cond: conduct.Conductor, key: str) -> None:

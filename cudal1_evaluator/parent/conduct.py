@@ -93,6 +93,7 @@ class Evidence:
     candidate: list[Burst] = field(default_factory=list)
     settings_changed: SettingsChanged = field(default_factory=dict)
     handoff: list[float] = field(default_factory=list)  # empty windows of the reference, ms
+    round_handoff: list[float] = field(default_factory=list)  # those of the kept rounds
     in_place: dict[str, int] = field(default_factory=dict)  # outputs read in place, last window
     side_calls: dict[str, int] = field(default_factory=dict)  # larger windows than the reference's
     precision: PrecisionInfo = field(default_factory=PrecisionInfo)
@@ -407,18 +408,28 @@ class Conductor:
         return self._ask_runner(side, {"op": "init", "init_seed": self.init_seed,
                                        "outputs": outputs, "single": len(outputs) == 1})
 
-    def _reference_windows(self, calls: int, count: int, *, empties: bool = False
-                           ) -> list[Burst]:
-        """``count`` windows of the reference; ``empties``: an empty window after each (more
-        hand-off samples taken in the same conditions as these windows)."""
+    def _reference_windows(self, calls: int, count: int) -> list[Burst]:
         bursts = []
         for _ in range(count):
             ids = self._new_sets(calls)
             bursts.append(self._window("reference", ids))
             self._release(ids)
-            if empties:
-                self._empty_windows(1)
         return bursts
+
+    def _alone_windows(self) -> list[Burst]:
+        """The reference alone, each window followed by an empty one; every window's hand-off
+        the median of those empty ones (taken in the same conditions, before the candidate is
+        imported; not the few at the start, which a stall can hold: on an H200 a reference
+        alone read 0.99 ms a call against 1.80 ms interleaved and 1.76 ms independently)."""
+        bursts, empties = [], []
+        for _ in range(ALONE_BURSTS + 1):
+            ids = self._new_sets(self.ev.calls)
+            bursts.append(self._window("reference", ids))
+            self._release(ids)
+            self._empty_windows(1)
+            empties.append(self.ev.handoff[-1])
+        handoff = statistics.median(empties)
+        return [replace(b, handoff_ms=handoff) for b in bursts]
 
     def _size_windows(self) -> None:
         """A window of the reference of ``2 * MIN_CALLS`` calls (after one that pays the
@@ -438,7 +449,7 @@ class Conductor:
         self._progress("reference", 0, ALONE_BURSTS, "the reference alone")
         while True:
             start = gpu_watch.now_us()
-            bursts = self._reference_windows(self.ev.calls, ALONE_BURSTS + 1, empties=True)
+            bursts = self._alone_windows()
             self.shared.settle()
             shared = self.shared.overlapped(start)
             if not (shared and self.shared.drop()):
@@ -594,6 +605,8 @@ class Conductor:
         self._last = bursts
         if not keep or self._keep(bursts, start):
             self.ev.handoff.append(empty)  # a dropped round's hand-off is dropped with it
+            if keep:  # not the untimed first rounds (first touches, mappings)
+                self.ev.round_handoff.append(empty)
 
     def _keep(self, bursts: dict[str, Burst], start: int) -> bool:
         """A round's windows kept, unless another process's kernels overlapped them (then
@@ -619,6 +632,8 @@ class Conductor:
         for side in (self.ev.reference, self.ev.candidate, self.ev.matched):
             if side:
                 side.pop()
+        if self.ev.round_handoff:  # its hand-off with it (the current round's comes after)
+            self.ev.round_handoff.pop()
 
     def _time_again_with_copies(self) -> None:
         """Outputs of different calls share memory: only a window's last call could be
@@ -648,22 +663,16 @@ class Conductor:
                 rc.detail = rc.detail or f"timed call {rc.compared}: {r.get('message')}"
 
     def settle_handoff(self) -> None:
-        """Every window measured in this evaluation, its hand-off taken as the median of all
-        its empty windows (the start's, one after each alone window, one a round), not the
-        median so far when it was taken: a stall across the few empty windows at the start
-        was otherwise taken off every alone window (on an H200, a reference alone read
-        0.99 ms a call, interleaved 1.80 ms, independently 1.76 ms, and the speedup was
-        taken against the alone one). Alone windows reused from an earlier evaluation keep
-        that evaluation's settled hand-off."""
-        handoff = self.handoff_ms()
-        if not self.ev.handoff:
+        """The timed rounds' windows, each with the median hand-off of all kept rounds' empty
+        windows (one a round, in random order among its windows), not the median so far when
+        it was taken; the alone windows have theirs (``_alone_windows``)."""
+        if not self.ev.round_handoff:
             return
+        handoff = statistics.median(self.ev.round_handoff)
         ev = self.ev
         ev.reference, ev.candidate, ev.matched = (
             [replace(b, handoff_ms=handoff) for b in side]
             for side in (ev.reference, ev.candidate, ev.matched))
-        if self.alone_age is None:
-            ev.alone = [replace(b, handoff_ms=handoff) for b in ev.alone]
 
     def finish(self) -> None:
         self.ev.flags.extend(self.shared.flags())
