@@ -189,17 +189,34 @@ def table(results: dict[str, dict[str, Any]], names: dict[str, str]) -> str:
     widths = sorted(results, key=int)
     base = results[widths[0]]
     lines = ["| GPUs | candidates | timed | wall s | candidates/min | scaling | lanes busy | "
-             "builds busy | bottleneck | same verdicts | speedups vs narrowest |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "lane s: probes / evaluations | an evaluation, s (median / max) | builds busy | "
+             "bottleneck | same verdicts | speedups vs narrowest |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for w in widths:
         r = results[w]
         scale = r["per_minute"] / base["per_minute"] if base["per_minute"] else 0.0
         lines.append(
             f"| {w} | {r['candidates']} | {r['timed']} | {r['elapsed_s']:.0f} | "
             f"{r['per_minute']:.2f} | {scale:.2f}× | {r['lanes_use']['share']:.0%} | "
+            f"{lane_kinds(r)} | {evaluation_spread(r)} | "
             f"{r['builds_use']['share']:.0%} | {r['bottleneck']} | "
             f"{verdicts_agree(base, r, names)} | {agreement(base, r, names)} |")
     return "\n".join(lines)
+
+
+def lane_kinds(report: dict[str, Any]) -> str:
+    """Lane seconds held by the problems' reference probes and by evaluations (reports
+    written before the split: –)."""
+    total: dict[str, float] = defaultdict(float)
+    for lane in report.get("lanes", []):
+        for kind, busy in (lane.get("busy_s_by_kind") or {}).items():
+            total[kind] += busy
+    return f"{total['probe']:.0f} / {total['evaluation']:.0f}" if total else "–"
+
+
+def evaluation_spread(report: dict[str, Any]) -> str:
+    spread = report.get("evaluation_s") or {}
+    return f"{spread['median']:.1f} / {spread['max']:.1f}" if spread else "–"
 
 
 def parse_args() -> argparse.Namespace:

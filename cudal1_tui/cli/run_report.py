@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -59,6 +60,8 @@ class RunReport:
     builds_use: StageUse
     bottleneck: str
     outcomes: list[Outcome] = field(default_factory=list)
+    # each evaluation's own wall time (the evaluator's clock), s: n, median, p90, max
+    evaluation_s: dict[str, float] = field(default_factory=dict)
 
     def caption(self) -> str:
         return (f"{self.candidates} candidate(s) in {self.elapsed_s:.0f} s: "
@@ -99,11 +102,25 @@ def build_report(fleet: Fleet, elapsed_s: float,
     count = len(outcomes)
     return RunReport(
         schema=SCHEMA, where=fleet.label,
-        lanes=[{"device": u.device, "busy_s": round(u.busy_s, 3), "holds": u.evaluations}
+        lanes=[{"device": u.device, "busy_s": round(u.busy_s, 3), "holds": u.evaluations,
+                "busy_s_by_kind": {k: round(v, 3) for k, v in u.busy_by_kind.items()},
+                "holds_by_kind": dict(u.holds_by_kind)}
                for u in usage],
         elapsed_s=round(elapsed_s, 3), candidates=count,
         timed=sum(o.speedup is not None for o in outcomes),
         per_minute=round(count * 60.0 / elapsed_s, 3) if elapsed_s > 0 else 0.0,
         generation_s=round(sum(_generation_s(r) for recs in records.values() for r in recs), 3),
         lanes_use=lanes, builds_use=builds, bottleneck=bottleneck(lanes, builds),
-        outcomes=outcomes)
+        outcomes=outcomes,
+        evaluation_s=spread([r.result.wall_time_s for recs in records.values() for r in recs
+                             if r.result.wall_time_s > 0]))
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """n, median, p90 and max of ``values`` (empty: {})."""
+    if not values:
+        return {}
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return {"n": len(ordered), "median": round(statistics.median(ordered), 3),
+            "p90": round(p90, 3), "max": round(ordered[-1], 3)}

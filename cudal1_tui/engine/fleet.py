@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from cudal1_evaluator.schema import ProbeJob, ProbeResult
 from cudal1_tui.engine.device import gpu_count, resolve_device
-from cudal1_tui.engine.lanes import Lanes, LaneUse, LocalLanes, OnWait
+from cudal1_tui.engine.lanes import PROBE, Lanes, LaneUse, LocalLanes, OnWait
 from cudal1_tui.engine.pool import BuildQueue, EvalPool
 from cudal1_tui.errors import FleetError
 from cudal1_tui.judging import JUDGE, Judge
@@ -47,7 +47,7 @@ class Fleet:
 
     def probe(self, job: ProbeJob, holder: str, on_wait: OnWait | None = None) -> ProbeResult:
         """The problem's probe, holding a lane like an evaluation (on that lane's device)."""
-        with self.lanes.hold(holder, on_wait) as lane:
+        with self.lanes.hold(holder, on_wait, kind=PROBE) as lane:
             device = lane.device if lane is not None else job.device
             return self.judge.probe(dataclasses.replace(job, device=device))
 

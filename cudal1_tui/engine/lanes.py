@@ -7,7 +7,8 @@ same GPU waits instead of timing beside us. ``SlotLanes`` hands out slots only, 
 scheduler that places the work itself: Ray puts each evaluation on a GPU of the cluster (a
 task of ``num_gpus=1``) and never runs two on one GPU, so no lock is taken here.
 
-Each lane counts the seconds it was busy, for the throughput report.
+Each lane counts the seconds it was busy, for the throughput report, by what held it (a
+problem's reference probe or an evaluation).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Protocol
 from cudal1_tui.engine.device_lock import hold_device
 
 OnWait = Callable[[str], None]
+EVALUATION = "evaluation"
+PROBE = "probe"
 
 
 def device_key(device: str) -> str:
@@ -45,7 +48,9 @@ def device_lock(device: str) -> threading.Lock:
 class Lane:
     device: str  # what the job's ``device`` field is set to while it holds this lane
     busy_s: float = 0.0
-    evaluations: int = 0
+    evaluations: int = 0  # holds of any kind
+    busy_by_kind: dict[str, float] = field(default_factory=dict)
+    holds_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,9 @@ class LaneUse:
 
     device: str
     busy_s: float
-    evaluations: int
+    evaluations: int  # holds of any kind
+    busy_by_kind: dict[str, float] = field(default_factory=dict)
+    holds_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 class Lanes(Protocol):
@@ -64,7 +71,8 @@ class Lanes(Protocol):
     def width(self) -> int: ...
 
     def hold(self, holder: str, on_wait: OnWait | None = None,
-             cancel: threading.Event | None = None) -> AbstractContextManager[Lane | None]: ...
+             cancel: threading.Event | None = None, kind: str = EVALUATION
+             ) -> AbstractContextManager[Lane | None]: ...
 
     def usage(self) -> list[LaneUse]: ...
 
@@ -92,16 +100,20 @@ class _FreeList:
                 self.cond.wait(0.2)
             return self.free.popleft()
 
-    def give(self, lane: Lane, busy_s: float) -> None:
+    def give(self, lane: Lane, busy_s: float, kind: str) -> None:
         with self.cond:
             lane.busy_s += busy_s
             lane.evaluations += 1
+            lane.busy_by_kind[kind] = lane.busy_by_kind.get(kind, 0.0) + busy_s
+            lane.holds_by_kind[kind] = lane.holds_by_kind.get(kind, 0) + 1
             self.free.append(lane)
             self.cond.notify()
 
     def usage(self) -> list[LaneUse]:
         with self.cond:
-            return [LaneUse(lane.device, lane.busy_s, lane.evaluations) for lane in self.lanes]
+            return [LaneUse(lane.device, lane.busy_s, lane.evaluations,
+                            dict(lane.busy_by_kind), dict(lane.holds_by_kind))
+                    for lane in self.lanes]
 
 
 class LocalLanes:
@@ -118,7 +130,8 @@ class LocalLanes:
 
     @contextmanager
     def hold(self, holder: str, on_wait: OnWait | None = None,
-             cancel: threading.Event | None = None) -> Iterator[Lane | None]:
+             cancel: threading.Event | None = None, kind: str = EVALUATION
+             ) -> Iterator[Lane | None]:
         lane = self._free.take(on_wait, cancel)
         if lane is None:
             yield None
@@ -130,7 +143,7 @@ class LocalLanes:
                 started = time.monotonic()
                 yield lane if held else None
         finally:
-            self._free.give(lane, time.monotonic() - started)
+            self._free.give(lane, time.monotonic() - started, kind)
 
     def usage(self) -> list[LaneUse]:
         return self._free.usage()
@@ -148,7 +161,8 @@ class SlotLanes:
 
     @contextmanager
     def hold(self, holder: str, on_wait: OnWait | None = None,
-             cancel: threading.Event | None = None) -> Iterator[Lane | None]:
+             cancel: threading.Event | None = None, kind: str = EVALUATION
+             ) -> Iterator[Lane | None]:
         del holder  # the scheduler that runs the work keeps evaluations apart
         lane = self._free.take(on_wait, cancel)
         if lane is None:
@@ -158,7 +172,7 @@ class SlotLanes:
         try:
             yield lane
         finally:
-            self._free.give(lane, time.monotonic() - started)
+            self._free.give(lane, time.monotonic() - started, kind)
 
     def usage(self) -> list[LaneUse]:
         return self._free.usage()

@@ -20,7 +20,7 @@ from test_headless import cli, env_for
 from cudal1_tui.config import Settings
 from cudal1_tui.engine.engine import Engine
 from cudal1_tui.engine.fleet import Fleet
-from cudal1_tui.engine.lanes import Lane, OnWait, SlotLanes
+from cudal1_tui.engine.lanes import EVALUATION, Lane, OnWait, SlotLanes
 from cudal1_tui.judging import JUDGE
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 
@@ -111,6 +111,12 @@ def test_a_folder_of_problems_with_a_broken_one(tmp_path: Path) -> None:
         ("diag_matmul", "incorrect"), ("diag_matmul", "ok"), ("relu", "ok"), ("relu", "ok")]
     assert data["per_minute"] > 0 and data["lanes"][0]["device"] == "cpu"
     assert data["lanes"][0]["holds"] == 6  # two probes and four evaluations, one at a time
+    assert data["lanes"][0]["holds_by_kind"] == {"probe": 2, "evaluation": 4}
+    by_kind = data["lanes"][0]["busy_s_by_kind"]
+    assert by_kind["probe"] > 0 and by_kind["evaluation"] > 0
+    assert abs(sum(by_kind.values()) - data["lanes"][0]["busy_s"]) < 0.01
+    spread = data["evaluation_s"]  # each evaluation's own wall time
+    assert spread["n"] == 4 and 0 < spread["median"] <= spread["p90"] <= spread["max"]
 
 
 class CountingLanes(SlotLanes):
@@ -123,8 +129,9 @@ class CountingLanes(SlotLanes):
 
     @contextmanager
     def hold(self, holder: str, on_wait: OnWait | None = None,
-             cancel: threading.Event | None = None) -> Iterator[Lane | None]:
-        with super().hold(holder, on_wait, cancel) as lane:
+             cancel: threading.Event | None = None, kind: str = EVALUATION
+             ) -> Iterator[Lane | None]:
+        with super().hold(holder, on_wait, cancel, kind) as lane:
             with self._count:
                 self.now += 1
                 self.peak = max(self.peak, self.now)

@@ -67,6 +67,21 @@ def test_local_lanes_never_put_two_holders_on_one_device() -> None:
     assert all(u.busy_s > 0.04 for u in usage.values())
 
 
+def test_a_lane_counts_its_time_by_what_held_it() -> None:
+    """The throughput report tells a problem's reference probe from an evaluation."""
+    lanes = LocalLanes(["cuda:7"])
+    with lanes.hold("probe of relu", kind="probe") as lane:
+        assert lane is not None
+        time.sleep(0.02)
+    for _ in range(2):
+        with lanes.hold("an evaluation"):
+            time.sleep(0.01)
+    [use] = lanes.usage()
+    assert use.evaluations == 3 and use.holds_by_kind == {"probe": 1, "evaluation": 2}
+    assert use.busy_by_kind["probe"] >= 0.02 and use.busy_by_kind["evaluation"] >= 0.02
+    assert abs(sum(use.busy_by_kind.values()) - use.busy_s) < 1e-9
+
+
 def test_slot_lanes_bound_the_work_in_flight() -> None:
     lanes = SlotLanes(3, "cuda")
     peak, most, used = _hammer(lanes, 9)
