@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from cudal1_evaluator.stats import quantile
 from cudal1_tui.engine.fleet import Fleet
 from cudal1_tui.records import CandidateRecord
 
@@ -121,6 +121,5 @@ def spread(values: list[float]) -> dict[str, float]:
     if not values:
         return {}
     ordered = sorted(values)
-    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
-    return {"n": len(ordered), "median": round(statistics.median(ordered), 3),
-            "p90": round(p90, 3), "max": round(ordered[-1], 3)}
+    return {"n": len(ordered), "median": round(quantile(ordered, 0.5), 3),
+            "p90": round(quantile(ordered, 0.9), 3), "max": round(ordered[-1], 3)}

@@ -47,10 +47,11 @@ def device_lock(device: str) -> threading.Lock:
 @dataclass
 class Lane:
     device: str  # what the job's ``device`` field is set to while it holds this lane
-    busy_s: float = 0.0
-    evaluations: int = 0  # holds of any kind
-    busy_by_kind: dict[str, float] = field(default_factory=dict)
+    busy_by_kind: dict[str, float] = field(default_factory=dict)  # seconds held, by kind
     holds_by_kind: dict[str, int] = field(default_factory=dict)
+
+    def use(self) -> LaneUse:
+        return LaneUse(self.device, dict(self.busy_by_kind), dict(self.holds_by_kind))
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,17 @@ class LaneUse:
     """One lane's share of a run, for the throughput report."""
 
     device: str
-    busy_s: float
-    evaluations: int  # holds of any kind
-    busy_by_kind: dict[str, float] = field(default_factory=dict)
-    holds_by_kind: dict[str, int] = field(default_factory=dict)
+    busy_by_kind: dict[str, float]
+    holds_by_kind: dict[str, int]
+
+    @property
+    def busy_s(self) -> float:
+        return sum(self.busy_by_kind.values())
+
+    @property
+    def evaluations(self) -> int:
+        """Holds of any kind."""
+        return sum(self.holds_by_kind.values())
 
 
 class Lanes(Protocol):
@@ -102,8 +110,6 @@ class _FreeList:
 
     def give(self, lane: Lane, busy_s: float, kind: str) -> None:
         with self.cond:
-            lane.busy_s += busy_s
-            lane.evaluations += 1
             lane.busy_by_kind[kind] = lane.busy_by_kind.get(kind, 0.0) + busy_s
             lane.holds_by_kind[kind] = lane.holds_by_kind.get(kind, 0) + 1
             self.free.append(lane)
@@ -111,9 +117,7 @@ class _FreeList:
 
     def usage(self) -> list[LaneUse]:
         with self.cond:
-            return [LaneUse(lane.device, lane.busy_s, lane.evaluations,
-                            dict(lane.busy_by_kind), dict(lane.holds_by_kind))
-                    for lane in self.lanes]
+            return [lane.use() for lane in self.lanes]
 
 
 class LocalLanes:

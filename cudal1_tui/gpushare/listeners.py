@@ -98,20 +98,17 @@ def command_line(pid: int, root: Path = PROC) -> str:
     return _read(root / str(pid) / "cmdline").replace("\0", " ").strip()
 
 
-def serving(port: int, root: Path = PROC) -> set[int]:
-    """The processes that serve ``port`` here: the listener and its descendants."""
-    return descendants(listeners(port, root), root)
-
-
 def listeners(port: int, root: Path = PROC) -> set[int]:
     """The processes listening on ``port`` here."""
     return owners(listening_inodes(port, root), root)
 
 
-def ours_not_serving(port: int, pid: int, root: Path = PROC) -> set[int]:
-    """``pid`` and the processes below it, less any server of ``port`` among them and that
-    server's own processes: with the server above ``pid`` (a benchmark serving replies while
-    it runs the app) its family holds the app's evaluator children, which are not the
-    server's; with the server below ``pid`` (a script that started it) the server is."""
+def ours_not_serving(servers: set[int], pid: int, root: Path = PROC) -> set[int]:
+    """``pid`` and the processes below it, less any of the ``servers`` (listener pids) among
+    them and those servers' own processes: with the server above ``pid`` (a benchmark
+    serving replies while it runs the app) its family holds the app's evaluator children,
+    which are not the server's; with the server below ``pid`` (a script that started it)
+    the server is."""
     ours = descendants({pid}, root)
-    return ours - descendants(listeners(port, root) & ours, root)
+    below = servers & ours
+    return ours - descendants(below, root) if below else ours

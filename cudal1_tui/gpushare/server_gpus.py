@@ -3,7 +3,7 @@
 Detection (``model_gpus = "auto"``): the server must be on this machine (its base URL names
 localhost or this host); ``nvidia-smi --query-compute-apps`` lists the processes with a CUDA
 context and their GPU's UUID, ``nvidia-smi --query-gpu=index,uuid`` numbers the UUIDs, and
-the processes that serve the URL's port (``listeners.serving``: the listener and its children)
+the processes that serve the URL's port (the listener and its children)
 are matched against that list. When none of them holds a GPU (a server in a container shows
 other pids), a process named like a known server (vLLM, SGLang, llama.cpp, Ollama) does.
 """
@@ -95,9 +95,11 @@ def detect(base_url: str, setting: str = AUTO, *, run: SmiRunner = smi.run_smi,
     except ValueError as exc:
         return ServerGpus((), str(exc))
     port = local_port(base_url)
-    family = listeners.serving(port, root) if port is not None else set()
-    if port is not None:  # never this app and its evaluator children
-        family -= listeners.ours_not_serving(port, os.getpid(), root)
+    servers = listeners.listeners(port, root) if port is not None else set()
+    family: set[int] = set()  # the listeners and their descendants
+    if servers:  # never this app and its evaluator children
+        family = (listeners.descendants(servers, root)
+                  - listeners.ours_not_serving(servers, os.getpid(), root))
     kind = next((k for k in (kind_of(listeners.command_line(p, root)) for p in family) if k), "")
     if fixed is not None:
         return ServerGpus(fixed, f"model_gpus = {setting.strip() or NONE}", kind)

@@ -284,8 +284,8 @@ def test_a_stall_at_the_start_is_not_taken_off_the_reference_alone(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The start's empty windows stalled (another process creating its context on the GPU,
     say): their hand-off, taken off every alone window as it stood then, made the reference
-    alone read half its time, and the speedup was taken against that. The hand-off of the
-    whole evaluation (every empty window's median) is taken off instead."""
+    alone read half its time, and the speedup was taken against that. The alone windows take
+    the median of the empty windows that follow each of them instead."""
     from cudal1_evaluator.parent import conduct
 
     stall_ms = 400.0

@@ -89,9 +89,12 @@ def test_the_listener_and_its_children_serve_the_port(proc: Path) -> None:
     assert listeners.listening_inodes(8000, proc) == {5551}  # the connection does not listen
     assert listeners.owners({5551}, proc) == {4200}
     assert listeners.parent_of(4242, proc) == 4200  # the name's parentheses do not confuse
-    assert listeners.serving(8000, proc) == {4200, 4242}
-    assert listeners.serving(9000, proc) == {900}
-    assert listeners.serving(1234, proc) == set()
+    def serving(port: int) -> set[int]:
+        return listeners.descendants(listeners.listeners(port, proc), proc)
+
+    assert serving(8000) == {4200, 4242}
+    assert serving(9000) == {900}
+    assert serving(1234) == set()
     assert "vllm serve" in listeners.command_line(4200, proc)
 
 
@@ -100,7 +103,7 @@ def test_the_real_proc_finds_this_process_listening() -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        assert os.getpid() in listeners.serving(port)
+        assert os.getpid() in listeners.listeners(port)
 
 
 # -- nvidia-smi and detection ------------------------------------------------------------
