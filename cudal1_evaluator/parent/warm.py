@@ -51,8 +51,8 @@ def take(mode: str, device: str, limits: Limits, job_text: str,
         child = _idle.pop(_kind(mode, device, limits, build_root or "", tag), None)
     if child is None:
         return None
-    if not (child.covers(job_text) and child.alive() and
-            (not wait or await_ready(child, mode))):
+    usable = child.covers(job_text) and (await_ready(child, mode) if wait else child.alive())
+    if not usable:
         child.discard()
         return None
     return child
@@ -68,7 +68,8 @@ def await_ready(child: Child, mode: str) -> bool:
         time.sleep(READY_POLL_S)
     if child.alive() and child.ready():
         return True
-    why = "did not get ready" if child.alive() else "died before it was ready"
+    why = ("did not get ready" if child.alive() else
+           "died while waiting to be used" if child.ready() else "died before it was ready")
     log.warning("a warm %s child %s: starting a cold one; its stderr: %s", mode, why,
                 child.stderr_tail().strip()[-1500:] or "(empty)")
     return False
