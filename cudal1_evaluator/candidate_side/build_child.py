@@ -68,7 +68,8 @@ def run(job: Job) -> BuildOutcome:
     bdir.mark_complete()
     elapsed = _since(started)
     return BuildOutcome(ok=True, compile_time_s=elapsed,
-                        message=f"built in {elapsed:.1f} s{note}{_failed_note(failures)}")
+                        message=f"built in {elapsed:.1f} s{note}{bdir.note()}"
+                                f"{_failed_note(failures)}")
 
 
 def _failed_note(failures: build_failures.BuildFailures) -> str:

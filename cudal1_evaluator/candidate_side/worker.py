@@ -141,7 +141,7 @@ class Worker:
         self.rep.compile_time_s = round(time.monotonic() - started, 3)
         self.rep.build_cached = bdir.cached
         bdir.mark_complete()
-        self.ch.progress("build", 1, 1, f"built in {self.rep.compile_time_s:.1f} s")
+        self.ch.progress("build", 1, 1, f"built in {self.rep.compile_time_s:.1f} s{bdir.note()}")
 
     def _compile_failed(self, exc: BaseException) -> None:
         if _blocked(exc):

@@ -6,21 +6,33 @@ a re-evaluation of the same candidate compiles nothing, and two candidates using
 the same extension ``name=`` never share a build. Keyed dirs nest in a per-source dir
 (``source_dir``) that the parent, which does not import torch, can name: it is the only part
 of the cache a candidate's child may see or write (``cudal1_evaluator.isolation.namespaces``).
+
+torch serializes builds of one extension with a ``lock`` file (``FileBaton``) that only the
+builder removes: a builder killed mid-compile (a cancel, a timeout, kill -9 of the app) leaves
+it, and every later import of that extension waits on it forever. So every child that uses a
+keyed dir holds a shared ``flock`` on it for its life (the kernel drops it when the process
+dies, however it dies); a child that finds no other holder knows every ``lock`` there is a dead
+builder's and removes it with that build's half-written files (``_claim``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
+import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 _FLAG_VARS = ("CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "TORCH_CUDA_ARCH_LIST",
               "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "CUDA_HOME")
 MARKER = ".cudal1-complete"
+USERS = ".cudal1-users"  # flock'ed (shared) by every live child using the keyed dir
+TORCH_BATON = "lock"  # torch.utils.cpp_extension's FileBaton, one per extension dir
+_claimed: dict[Path, int] = {}  # keyed dir -> the open file holding this process's flock
 
 
 def default_build_dir() -> Path:
@@ -62,6 +74,14 @@ def job_arch(cuda_arch: str) -> str:
 class BuildDir:
     path: Path
     cached: bool
+    interrupted: list[str] = field(default_factory=list)  # dead builders' extensions, removed
+
+    def note(self) -> str:
+        """What a progress line or build message says about builds removed here."""
+        if not self.interrupted:
+            return ""
+        return (f"; built again: {', '.join(self.interrupted)} (an earlier build was "
+                "interrupted and had left torch's lock)")
 
     def mark_complete(self) -> None:
         (self.path / MARKER).write_text("ok\n")
@@ -70,12 +90,47 @@ class BuildDir:
 def prepare(build_root: str | None, source: str, torch_version: str, arch: str) -> BuildDir:
     """Create the keyed dir and point torch/Triton/Inductor caches into it."""
     path = source_dir(build_root_of(build_root), source) / build_key(source, torch_version, arch)
-    cached = (path / MARKER).exists()
     path.mkdir(parents=True, exist_ok=True)
+    interrupted = _claim(path)
+    if interrupted:
+        (path / MARKER).unlink(missing_ok=True)
+    cached = (path / MARKER).exists()
     os.environ["TORCH_EXTENSIONS_DIR"] = str(path / "torch_extensions")
     os.environ["TRITON_CACHE_DIR"] = str(path / "triton")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path / "inductor")
-    return BuildDir(path, cached)
+    return BuildDir(path, cached, interrupted)
+
+
+def _claim(path: Path) -> list[str]:
+    """Hold a shared flock on ``path`` for this process's life; first, if no live process
+    holds one, remove the builds a dead builder left half done (their torch baton still
+    there). Returns the extension names removed."""
+    if path in _claimed:
+        return []
+    try:
+        fd = os.open(path / USERS, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:  # a cache this process may only read: it builds nothing there either
+        return []
+    removed = []
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pass  # another child uses the dir: a baton may be its build in progress
+    else:
+        removed = _remove_interrupted(path / "torch_extensions")
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    _claimed[path] = fd
+    return removed
+
+
+def _remove_interrupted(extensions: Path) -> list[str]:
+    """Each extension dir whose torch baton outlived its builder, whole: its objects may be
+    half written, and ninja would take a truncated one as up to date."""
+    removed = []
+    for baton in sorted(extensions.glob(f"*/{TORCH_BATON}")):
+        shutil.rmtree(baton.parent, ignore_errors=True)
+        removed.append(baton.parent.name)
+    return removed
 
 
 _ERROR_LINE = re.compile(r"(\berror\b|\bError\b|undefined reference|fatal)", re.IGNORECASE)

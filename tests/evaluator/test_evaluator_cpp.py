@@ -161,3 +161,38 @@ def test_build_only_cancel_is_a_timeout(tmp_path: Path) -> None:
     hang = "import time\nwhile True:\n    time.sleep(0.05)\n"
     outcome = build(job(DIAG_PROBLEM, hang, tmp_path), cancel=cancel)
     assert outcome.status == "timeout" and outcome.message == "cancelled" and not outcome.ok
+
+
+# Another source again: a build of its own to interrupt.
+INTERRUPTED_CANDIDATE = CPP_CANDIDATE.replace("extra_cflags=[\"-O2\"]", "extra_cflags=[\"-O3\"]")
+
+
+def test_a_build_cancelled_mid_compile_does_not_hang_the_next_one(tmp_path: Path) -> None:
+    """torch's lock file outlives a builder killed mid-compile; the next import of the
+    extension waited on it until the timeout (a CI run: 240 s, "timed out during build")."""
+    import threading
+
+    cancel = threading.Event()
+    batons: list[Path] = []
+
+    def cancel_once_compiling() -> None:
+        deadline = time.monotonic() + 120
+        while not cancel.is_set() and time.monotonic() < deadline:
+            batons.extend(tmp_path.glob("src-*/*/torch_extensions/*/lock"))
+            if batons:
+                time.sleep(1.0)  # ninja is running the compiler
+                cancel.set()
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=cancel_once_compiling)
+    watcher.start()
+    cut = build(job(DIAG_PROBLEM, INTERRUPTED_CANDIDATE, tmp_path, timeout_s=400.0),
+                cancel=cancel)
+    cancel.set()
+    watcher.join()
+    assert cut.status == "timeout" and batons and batons[0].exists(), \
+        "the build was not cut while torch held its lock: the test proves nothing"
+    result = evaluate(job(DIAG_PROBLEM, INTERRUPTED_CANDIDATE, tmp_path, strict_threshold=1e9,
+                          timeout_s=300.0))
+    assert result.status == "ok", result.message + result.compile_log
+    assert not result.build_cached and not batons[0].exists()
