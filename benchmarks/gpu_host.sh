@@ -69,6 +69,7 @@ for k in $(seq 1 "$cs"); do
 done
 for k in $(seq 1 "$es"); do tasks+=("exploit-shard $k/$es"); done
 if [ "${DIAG:-1}" != 0 ]; then
+  tasks+=("memdiag")
   tasks+=("phases --trials 5 --budget 2 --repeat 3 --gap 10")
   tasks+=("window examples/diag_matmul.py benchmarks/corpus/candidates/diag_broadcast.py")
   tasks+=("window benchmarks/corpus/problems/tiny_scale_shift.py benchmarks/corpus/candidates/tiny_scale_shift_addcmul.py")

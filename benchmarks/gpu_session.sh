@@ -83,13 +83,16 @@ run_step() {
     window)
       timeout "$(left 5)" python3 benchmarks/window_diag.py "$1" "$2" cuda 2>&1 \
         | tee -a "$OUT/window_diag.log" | cut -c1-200 ;;
+    memdiag)
+      timeout "$(left 5)" python3 benchmarks/memory_bound_diag.py "$@" 2>&1 \
+        | tee -a "$OUT/memory_bound_diag.log" | cut -c1-200 ;;
     diag)
       timeout "$(left 5)" python3 benchmarks/gpu_diag.py 2>&1 | tee "$OUT/gpu_diag.log" | cut -c1-400 ;;
     tests)
       timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ "$@" 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -15 ;;
     *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \
-         "tests | diag | watch | scaling | shared | phases | window"; return 2 ;;
+         "tests | diag | memdiag | watch | scaling | shared | phases | window"; return 2 ;;
   esac
 }
 args=()
