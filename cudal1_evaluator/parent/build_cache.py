@@ -117,18 +117,25 @@ def _claim(path: Path) -> list[str]:
     except BlockingIOError:
         pass  # another child uses the dir: a baton may be its build in progress
     else:
-        removed = _remove_interrupted(path / "torch_extensions")
+        removed = _remove_interrupted(path)
     fcntl.flock(fd, fcntl.LOCK_SH)
     _claimed[path] = fd
     return removed
 
 
-def _remove_interrupted(extensions: Path) -> list[str]:
-    """Each extension dir whose torch baton outlived its builder, whole: its objects may be
-    half written, and ninja would take a truncated one as up to date."""
+def _remove_interrupted(path: Path) -> list[str]:
+    """Each torch baton under ``path`` (a candidate may name its own ``build_directory``
+    there); an extension dir of torch's whole, with the baton: its objects may be half written,
+    and ninja would take a truncated one as up to date."""
+    extensions = path / "torch_extensions"
     removed = []
-    for baton in sorted(extensions.glob(f"*/{TORCH_BATON}")):
-        shutil.rmtree(baton.parent, ignore_errors=True)
+    for baton in sorted(path.rglob(TORCH_BATON)):
+        if not baton.is_file():
+            continue
+        if baton.parent.parent == extensions:
+            shutil.rmtree(baton.parent, ignore_errors=True)
+        else:
+            baton.unlink(missing_ok=True)
         removed.append(baton.parent.name)
     return removed
 

@@ -50,6 +50,15 @@ def test_a_dead_builders_lock_is_removed_with_its_build(tmp_path: Path) -> None:
     assert os.environ["TORCH_EXTENSIONS_DIR"] == str(bdir.path / "torch_extensions")
 
 
+def test_a_baton_in_a_build_directory_of_the_candidates_own_is_removed(tmp_path: Path) -> None:
+    own = _keyed(tmp_path) / "mine" / "ext"  # load_inline(build_directory=...) in the dir
+    own.mkdir(parents=True)
+    (own / build_cache.TORCH_BATON).touch()
+    (own / "ext.so").write_bytes(b"ok")
+    bdir = build_cache.prepare(str(tmp_path), SOURCE, "t", "a")
+    assert not (own / build_cache.TORCH_BATON).exists() and bdir.interrupted == ["ext"]
+
+
 def test_a_live_childs_build_in_progress_is_left_alone(tmp_path: Path) -> None:
     ext = _interrupted_build(tmp_path)
     users = os.open(_keyed(tmp_path) / build_cache.USERS, os.O_RDWR | os.O_CREAT)
