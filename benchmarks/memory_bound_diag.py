@@ -24,7 +24,6 @@ outputs (fresh memory a call: allocator growth or TLB reach) are the cause; wher
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import tomllib
@@ -34,22 +33,13 @@ from types import ModuleType
 from typing import Any
 
 import torch
+from independent_harness import build_models, import_file  # the same models as do_bench's side
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PAIRS = ("diag_broadcast", "diag_matmul_cuda_bench", "gelu_swish_compile",
                  "gelu_swish_cuda_bench", "conv3x3_relu_default_tf32", "relu_cuda_import")
 WINDOW_MS = 40.0
 REPEATS = 7  # windows per condition; the median is printed
-SEED = 1234
-
-
-def _import(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _pairs(names: list[str]) -> list[dict[str, Any]]:
@@ -63,17 +53,10 @@ def _pairs(names: list[str]) -> list[dict[str, Any]]:
 
 def _models(pair: dict[str, Any], device: str) -> tuple[ModuleType, torch.nn.Module,
                                                           torch.nn.Module]:
-    problem = _import(f"problem_{pair['name']}", ROOT / pair["problem"])
-    candidate = _import(f"candidate_{pair['name']}", ROOT / pair["candidate"])
-    init = problem.get_init_inputs()
-    torch.manual_seed(SEED)
-    reference = problem.Model(*init).to(device)
-    torch.manual_seed(SEED)
-    new = candidate.ModelNew(*init)
-    own = new.state_dict()
-    new.load_state_dict({k: v for k, v in reference.state_dict().items()
-                         if k in own and own[k].shape == v.shape}, strict=False)
-    return problem, reference, new.to(device)
+    problem = import_file(f"problem_{pair['name']}", ROOT / pair["problem"])
+    candidate = import_file(f"candidate_{pair['name']}", ROOT / pair["candidate"])
+    reference, new = build_models(problem, candidate, device)
+    return problem, reference, new
 
 
 def _inputs(problem: ModuleType, device: str) -> list[Any]:
