@@ -20,6 +20,33 @@ from cudal1_evaluator.schema import Job
 steps: list[tuple[str, str, float]] = []
 seals: list[dict[str, Any]] = []
 loops: dict[str, list[tuple[int, dict[str, float]]]] = {}
+windows: list[tuple[str, int, float, dict[str, float]]] = []  # side, calls, wall, steps
+
+
+def _timed_window(method: Any) -> Any:
+    """Each window's wall time and the round trips inside it (fill, flush, burst, seal)."""
+    def wrapper(self: conduct.Conductor, side: str, ids: list[int]) -> Any:
+        first = len(steps)
+        burst = method(self, side, ids)
+        inside = {op.split(":")[-1]: ms for _name, op, ms in steps[first:]}
+        windows.append((side, len(ids), burst.wall_ms, inside))
+        return burst
+    return wrapper
+
+
+def _window_table() -> None:
+    """Medians per kind of window: the empty ones are the hand-off taken off the others."""
+    kinds: dict[tuple[str, int], list[tuple[float, dict[str, float]]]] = {}
+    for side, calls, wall, inside in windows:
+        kinds.setdefault((side, calls), []).append((wall, inside))
+    print(f"{'window':24s} {'n':>3s} {'wall ms':>9s} {'burst rt':>9s} {'seal rt':>9s} "
+          f"{'wall-burst-seal':>15s}")
+    for (side, calls), items in sorted(kinds.items()):
+        def med(key: str, items: list[tuple[float, dict[str, float]]] = items) -> float:
+            return statistics.median(i.get(key, 0.0) for _w, i in items)
+        wall = statistics.median(w for w, _i in items)
+        print(f"{side + ' x' + str(calls):24s} {len(items):3d} {wall:9.3f} {med('burst'):9.3f} "
+              f"{med('seal'):9.3f} {wall - med('burst') - med('seal'):15.3f}")
 
 
 def _timed(name: str, method: Any) -> Any:
@@ -48,6 +75,7 @@ def main() -> None:
     conduct.Conductor.ACCOUNT_LOOP = True  # the runners' own account of their loops
     conduct.Conductor._ask_referee = _timed("referee", conduct.Conductor._ask_referee)  # type: ignore[method-assign]
     conduct.Conductor._ask_runner = _timed("runner", conduct.Conductor._ask_runner)  # type: ignore[method-assign]
+    conduct.Conductor._window = _timed_window(conduct.Conductor._window)  # type: ignore[method-assign]
     result = launch.evaluate(Job(problem_source=problem, candidate_source=candidate,
                                  device=device, timing_budget_s=3.0, profile=False))
     print(result.status, result.speedup, result.message.splitlines()[0])
@@ -58,12 +86,16 @@ def main() -> None:
         print(f"{key:22s} n={len(values):4d} median {statistics.median(values):8.3f} ms "
               f"max {max(values):8.3f} ms")
     if seals:
-        print("last seals (outputs read in place / copied / driver error):",
-              [(r.get("in_place"), r.get("copied"), r.get("map_error")) for r in seals[-3:]])
+        print("last seals (outputs read in place / copied / driver error / newly mapped):",
+              [(r.get("in_place"), r.get("copied"), r.get("map_error"), r.get("mapped"))
+               for r in seals[-6:]])
+        print("allocations mapped by all seals:", sum(int(r.get("mapped") or 0) for r in seals))
     for side, items in loops.items():
         for calls, spent in items[-3:]:
             per = {k: round(v / max(calls, 1), 4) for k, v in spent.items()}
-            print(f"runner {side}: {calls} calls, the runner's own ms per call {per}")
+            print(f"runner {side}: {calls} calls, the runner's own ms per call {per}; "
+                  f"in all {spent}")
+    _window_table()
     for side, summary in result.timing.items():
         samples = [round(x, 3) for x in summary.samples_ms]
         print(side, summary.n, round(summary.median_ms, 4), samples)

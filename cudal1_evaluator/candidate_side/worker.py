@@ -288,6 +288,7 @@ class Worker:
         each output lies (CUDA: in this process's own memory, read in place by the referee)
         or copy it into the referee's buffer, then wait for the device. The parent's clock
         runs from before this request until the referee's seal; ``describe`` comes after."""
+        entered = time.perf_counter()
         if not self.timing_checked:  # the globals and the guard once more before timing
             self.timing_checked = True
             self.rep.add_flags(self.fn.diff_globals(self.globals0, self.fn.snapshot_globals()))
@@ -302,7 +303,8 @@ class Worker:
         self.prepare["candidate"]()
         account = bool(msg.get("account"))  # the loop's own account, for diagnostics only
         clock = time.perf_counter
-        spent = {"call": 0.0, "hand_over": 0.0, "sync": 0.0}
+        spent = {"call": 0.0, "hand_over": 0.0, "sync": 0.0, "before": clock() - entered}
+        allocs = self._device_allocs() if account else 0
         t0 = t1 = 0.0
         with self.h.no_grad():
             for inputs, buffers in self._slots(msg["values"]):
@@ -323,7 +325,14 @@ class Worker:
         reply: Delivered = {"handles": table, "where": where}
         if account:  # nothing reads it as a time (``benchmarks/window_diag.py`` prints it)
             reply["loop_ms"] = {k: round(v * 1e3, 4) for k, v in spent.items()}
+            reply["loop_ms"]["device_allocs"] = self._device_allocs() - allocs
         return reply
+
+    def _device_allocs(self) -> int:
+        """The caching allocator's driver allocations so far (a diagnostic)."""
+        if not self.h.clock.is_cuda:
+            return 0
+        return int(torch.cuda.memory_stats(self.h.device).get("num_device_alloc", 0))
 
     def _touch(self) -> None:
         if self.h.clock.is_cuda:

@@ -40,6 +40,7 @@ from cudal1_evaluator.parent.timing_checks import Burst, means
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
 from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
+from cudal1_evaluator.wire.delivery import sampled_calls, seal_words
 from cudal1_evaluator.wire.report import Recheck
 from cudal1_evaluator.wire.talk import Peer, PeerGone, Reply, read_metas
 from cudal1_evaluator.wire.talk_messages import (
@@ -264,11 +265,14 @@ class Conductor:
         copy = side == "candidate" and self.copy_outputs
         reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy,
                                         "account": self.ACCOUNT_LOOP})
-        sealed = self._ask_referee({"op": "seal", "runner": RUNNER[side],
-                                    "handles": reply.get("handles"),
-                                    "where": reply.get("where")})
+        handles, sampled = seal_words(reply.get("handles"), reply.get("where"),
+                                      sampled_calls(len(ids), self._rng))
+        sealed = self._ask_referee({"op": "seal", "runner": RUNNER[side], "handles": handles,
+                                    "sampled": sampled})
         wall_ms = (time.perf_counter_ns() - started) / 1e6
         self._window_end_us = gpu_watch.now_us()
+        self._ask_referee({"op": "place", "runner": RUNNER[side],
+                           "handles": reply.get("handles"), "where": reply.get("where")})
         if ids:
             self.ev.in_place[side] = int(sealed.get("in_place") or 0)
         if side == "candidate":
@@ -478,7 +482,8 @@ class Conductor:
             reply = self._ask_runner("candidate", {"op": "trial", "values": values})
             self._settings(reply)
             metas = read_metas(reply.get("outputs"), 2)
-            self._ask_referee({"op": "seal", "runner": RUNNER["candidate"]})
+            self._ask_referee({"op": "seal", "runner": RUNNER["candidate"],
+                               "sampled": [[j, None] for j in sampled_calls(2, self._rng)]})
             self._ask_referee({"op": "expect", "sets": ids})
             results = self._check("candidate", ids)
             self._release(ids)

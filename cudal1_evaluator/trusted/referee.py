@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import os
-import random
 import statistics
 import time
 from pathlib import Path
@@ -39,7 +38,7 @@ from cudal1_evaluator.common.harness import (
 )
 from cudal1_evaluator.schema import Job
 from cudal1_evaluator.trusted import envinfo
-from cudal1_evaluator.trusted.sealing import Placer, WindowSeal, sampled_calls
+from cudal1_evaluator.trusted.sealing import Placer, WindowSeal
 from cudal1_evaluator.wire.report import WorkerReport
 from cudal1_evaluator.wire.talk import Handler, Peer, serve
 from cudal1_evaluator.wire.talk_messages import (
@@ -50,6 +49,7 @@ from cudal1_evaluator.wire.talk_messages import (
     Fill,
     Filled,
     IdleProbe,
+    Place,
     PoolRequest,
     PoolSlots,
     Prepare,
@@ -110,6 +110,17 @@ class InputSet:
         self.expected: Any = None  # the strict fp32 reference output
 
 
+def _drawn(sampled: Any, calls: int) -> dict[int, Any]:
+    """The calls the parent drew for the seal, with the runner's word on each (only calls
+    of this window; anything else is dropped)."""
+    drawn: dict[int, Any] = {}
+    for item in sampled if isinstance(sampled, list) else []:
+        if isinstance(item, list) and len(item) == 2 and type(item[0]) is int and \
+                0 <= item[0] < calls:
+            drawn[item[0]] = item[1]
+    return drawn
+
+
 def _nbytes(values: list[Any]) -> int:
     return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
@@ -122,7 +133,6 @@ class Referee:
         self.filled: dict[int, list[int]] = {}  # runner -> the set in each slot
         self.windows: dict[int, WindowSeal] = {}  # runner -> its last window, as sealed
         self.gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little"))
-        self.rng = random.Random(os.urandom(16))
 
     # -- ops -----------------------------------------------------------------------------
     def init(self, msg: RefereeInit) -> RefereeInfo:
@@ -225,17 +235,20 @@ class Referee:
         return {}
 
     def seal(self, msg: Seal) -> Sealed:
-        """The end of a runner's timed window: map the allocations it names, and read a
-        sample of the outputs of its last call and of calls drawn now, at places drawn now.
-        Every output is placed and compared later, in place, with the runner stopped
-        (``check``)."""
+        """The end of a runner's timed window: read a sample of the outputs of the calls the
+        parent drew after delivery (the last and two others), at places drawn now, mapping
+        only the allocations those calls name. Every output is placed after the clock
+        (``place``) and compared later, in place, with the runner stopped (``check``)."""
         runner = int(msg["runner"])
         pool = self.pools[runner]
         ids = self.filled.get(runner, [])
+        mapper = self.placer.mapper
+        opened = mapper.opened if mapper is not None else 0
+        drawn = _drawn(msg.get("sampled"), len(ids))
         window = WindowSeal(runner, ids, pool.outputs,
-                            self.placer.segments(runner, msg.get("handles")), msg.get("where"))
+                            self.placer.segments(runner, msg.get("handles")), drawn)
         if ids:
-            window.probe(self.placer, sampled_calls(len(ids), self.rng), self.gen)
+            window.probe(self.placer, sorted(drawn), self.gen)
         else:
             window.probe_nothing(self._own, self.gen)
         self.h.clock.sync()
@@ -243,9 +256,17 @@ class Referee:
         self.filled[runner] = []
         placed = [p for call in window.placed.values() for p in call]
         in_place = sum(p.key[0] == "ipc" for p in placed)
-        mapper = self.placer.mapper
         return {"in_place": in_place, "copied": len(placed) - in_place,
-                "map_error": mapper.last_error if mapper is not None else 0}
+                "map_error": mapper.last_error if mapper is not None else 0,
+                "mapped": mapper.opened - opened if mapper is not None else 0}
+
+    def place(self, msg: Place) -> Empty:
+        """After the clock: the runner's word on every output of its last window (the same
+        reply the seal had a part of), each allocation mapped and checked once."""
+        window = self.windows.get(int(msg["runner"]))
+        if window is not None:
+            window.place_all(self.placer, msg.get("handles"), msg.get("where"))
+        return {}
 
     def check(self, msg: Check) -> Checked:
         """Every output of a runner's last window for these sets, in place, against the
@@ -313,8 +334,8 @@ def run(job: Job, peer: Peer) -> WorkerReport:
     handlers: dict[str, Handler] = {
         "init": referee.init, "pool": referee.pool, "prepare": referee.prepare,
         "fill": referee.fill, "expect": referee.expect, "flush": referee.flush,
-        "seal": referee.seal, "check": referee.check, "release": referee.release,
-        "idle": referee.idle}
+        "seal": referee.seal, "place": referee.place, "check": referee.check,
+        "release": referee.release, "idle": referee.idle}
     try:
         serve(peer, handlers, on_error)
     finally:

@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from cudal1_evaluator.wire.cuda_ipc import HANDLE_BYTES, Mapper, view_at
+from cudal1_evaluator.wire.delivery import SAMPLED_CALLS
 
 SAMPLES = 256  # bytes read per output at the seal, at places the runner cannot predict
 MAX_HANDLES = 8192  # allocations one window may name (1024 calls, small outputs two a segment)
-SAMPLED_CALLS = 2  # calls of a window whose outputs the seal reads, besides the last
 Key = tuple[object, ...]
 
 
@@ -51,7 +50,7 @@ class WindowSeal:
     ids: list[int]
     buffers: list[list[torch.Tensor]]  # the referee's own output buffers, per slot
     segments: list[tuple[bytes, torch.Tensor] | None]
-    where: Any
+    where: dict[int, Any]  # call -> the runner's word on its outputs (at first the drawn ones)
     placed: dict[int, list[Placed]] = field(default_factory=dict)  # call -> its outputs
     samples: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
@@ -85,10 +84,24 @@ class WindowSeal:
     def call(self, placer: Placer, j: int) -> list[Placed]:
         """Call ``j``'s outputs, placed (once)."""
         if j not in self.placed:
-            said = self.where[j] if isinstance(self.where, list) and j < len(self.where) else None
+            said = self.where.get(j)
             self.placed[j] = [placer.one(self.runner, j, i, buf, self.segments, said)
                               for i, buf in enumerate(self.buffers[j])]
         return self.placed[j]
+
+    def place_all(self, placer: Placer, handles: Any, where: Any) -> None:
+        """Every call's word, after the clock (the seal had the drawn calls' only). The drawn
+        calls stay as the seal placed them; a word that places one elsewhere now is a later
+        change of the runner's story, and the window's outputs count as undelivered."""
+        self.segments = placer.segments(self.runner, handles)
+        self.where = dict(enumerate(where)) if isinstance(where, list) else {}
+        for j, sealed in list(self.placed.items()):
+            now = [placer.one(self.runner, j, i, buf, self.segments, self.where.get(j))
+                   for i, buf in enumerate(self.buffers[j])]
+            if [(p.key, p.start) for p in now] != [(p.key, p.start) for p in sealed]:
+                self.where = {}
+                self.segments = []
+                return
 
     def late(self) -> bool:
         """Whether any sampled byte differs now from what the seal read."""
@@ -118,15 +131,6 @@ class WindowSeal:
     def memory(self) -> set[Key]:
         return {p.key for call in self.placed.values() for p in call} | \
             {("ipc", seg[0]) for seg in self.segments if seg is not None}
-
-
-def sampled_calls(calls: int, rng: random.Random) -> list[int]:
-    """The calls whose outputs the seal reads: the last one and ``SAMPLED_CALLS`` others
-    drawn now (a runner that leaves any of them unfinished is caught; drawn after delivery,
-    the runner cannot know which)."""
-    if calls <= SAMPLED_CALLS + 1:
-        return list(range(calls))
-    return sorted({calls - 1, *rng.sample(range(calls - 1), SAMPLED_CALLS)})
 
 
 class Placer:

@@ -115,6 +115,7 @@ class Mapper:
         self.device = device
         self._open: OrderedDict[bytes, _Mapped] = OrderedDict()
         self.last_error = 0  # the driver's answer to the last handle it would not open
+        self.opened = 0  # allocations mapped so far (a diagnostic: each costs a driver call)
 
     def segment(self, handle: bytes) -> torch.Tensor | None:
         """The mapped allocation's bytes, or None (not a handle the driver opens here)."""
@@ -137,6 +138,7 @@ class Mapper:
         if code:
             self.last_error = int(code)
             return None
+        self.opened += 1
         found = address_range(int(ptr.value))
         if found is None or found[0] != int(ptr.value):
             lib.cuIpcCloseMemHandle(ptr.value)

@@ -8,7 +8,7 @@ from the trusted parent; a reply from the worker is untrusted and is read with
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 from cudal1_evaluator.verdict_details import DeviceInfo, SettingsChanged, ToleranceInfo
 
@@ -142,6 +142,13 @@ class IdleProbe(TypedDict):
 class Seal(TypedDict, total=False):
     op: Literal["seal"]
     runner: int
+    handles: list[str]  # the handles the drawn calls name (the runner's word, checked)
+    sampled: list[list[Any]]  # [call, its outputs' places] for the calls the parent drew
+
+
+class Place(TypedDict, total=False):
+    op: Literal["place"]
+    runner: int
     handles: list[str]  # the runner's word (CUDA IPC handles of its allocations), checked
     where: list[list[list[int] | None]]  # per call, per output: [handle, offset] or None
 
@@ -150,6 +157,7 @@ class Sealed(TypedDict):
     in_place: int  # outputs read in the runner's own memory
     copied: int  # outputs the runner copied into the referee's buffers (or never delivered)
     map_error: int  # the driver's answer to the last handle the referee could not open
+    mapped: int  # allocations this seal mapped for the first time
 
 
 class Check(TypedDict):

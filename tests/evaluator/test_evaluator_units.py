@@ -302,20 +302,47 @@ def test_the_seal_sees_calls_sharing_output_memory_and_samples_the_last_call() -
     others, and rereads the same bytes later (``late`` when one changed)."""
     import random
 
-    from cudal1_evaluator.trusted.sealing import Placed, Placer, WindowSeal, sampled_calls
+    from cudal1_evaluator.trusted.sealing import Placed, Placer, WindowSeal
+    from cudal1_evaluator.wire.delivery import sampled_calls
 
     memory = torch.zeros(64, dtype=torch.uint8)
     shared = [[Placed(memory[:16], memory, 0, 16, ("ipc", b"h"))] for _ in range(3)]
-    window = WindowSeal(1, [10, 11, 12], [[]] * 3, [], None, placed=dict(enumerate(shared)))
+    window = WindowSeal(1, [10, 11, 12], [[]] * 3, [], {}, placed=dict(enumerate(shared)))
     placer = Placer(torch.device("cpu"))
     assert window.reused(placer) == {0, 1}
     apart = {j: [Placed(memory[16 * j:16 * j + 16], memory, 16 * j, 16, ("ipc", b"h"))]
              for j in range(3)}
-    assert WindowSeal(1, [10, 11, 12], [[]] * 3, [], None, placed=apart).reused(placer) == set()
+    assert WindowSeal(1, [10, 11, 12], [[]] * 3, [], {}, placed=apart).reused(placer) == set()
     drawn = sampled_calls(100, random.Random(0))
     assert drawn[-1] == 99 and len(drawn) == 3
-    sealed = WindowSeal(1, [10, 11, 12], [[]] * 3, [], None, placed=apart)
+    sealed = WindowSeal(1, [10, 11, 12], [[]] * 3, [], {}, placed=apart)
     sealed.probe(placer, [0, 1, 2], torch.Generator().manual_seed(1))
     assert not sealed.late()
     memory[16:48] += 1  # calls 1 and 2 written after the seal
     assert sealed.late()
+
+
+def test_the_seal_gets_the_drawn_calls_words_only_and_place_gets_all() -> None:
+    """Inside the clock the referee resolves the handles of the calls drawn for the seal
+    only (renumbered); ``place``, after it, every call's. A story that moves a sealed
+    call's output afterwards leaves the window's other outputs undelivered."""
+    from cudal1_evaluator.trusted.sealing import Placed, Placer, WindowSeal
+    from cudal1_evaluator.wire.delivery import seal_words
+
+    handles = ["h0", "h1", "h2"]
+    where = [[[0, 0]], [[1, 64]], [[2, 8], [9, 0]], "junk"]
+    subset, pairs = seal_words(handles, where, [1, 2, 3])
+    assert subset == ["h1", "h2"]
+    assert pairs == [[1, [[0, 64]]], [2, [[1, 8], None]], [3, "junk"]]
+    assert seal_words(None, None, [0]) == ([], [[0, None]])
+
+    placer = Placer(torch.device("cpu"))  # no mapper: every word falls back to the slots
+    buffers = [[torch.zeros(4)] for _ in range(3)]
+    window = WindowSeal(1, [10, 11, 12], buffers, [], {2: None})
+    sealed = window.call(placer, 2)
+    window.place_all(placer, [], [None, None, None])
+    assert window.where == {0: None, 1: None, 2: None} and window.call(placer, 2) is sealed
+    other = Placed(buffers[0][0], buffers[0][0].view(torch.uint8), 0, 16, ("elsewhere",))
+    window.placed[2] = [other]  # as if the seal had read call 2 somewhere else
+    window.place_all(placer, [], [None, None, None])
+    assert window.where == {} and window.segments == []

@@ -1,0 +1,59 @@
+"""A runner's delivery split between the seal (inside the timed window) and the placing of
+every output (after it). Torch-free: the parent uses it.
+
+A runner's reply says where each output of its window lies: a table of allocation handles and,
+per call, per output, ``[handle index, byte offset]`` or None (copied into the referee's
+buffer). The seal must read the outputs of a few calls drawn after delivery, so it needs the
+words of those calls only; resolving every call's (a driver mapping, a check of owner, bounds)
+costs microseconds an output, and inside the clock that cost would be charged to every call of
+every window. So the seal gets the drawn calls' words with the handles they name, and ``place``,
+once the clock has stopped and before anything is compared, gets all of it.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+SAMPLED_CALLS = 2  # calls of a window whose outputs the seal reads, besides the last
+
+
+def sampled_calls(calls: int, rng: random.Random) -> list[int]:
+    """The calls whose outputs the seal reads: the last one and ``SAMPLED_CALLS`` others
+    drawn now (a runner that leaves any of them unfinished is caught; drawn after delivery,
+    the runner cannot know which)."""
+    if calls <= SAMPLED_CALLS + 1:
+        return list(range(calls))
+    return sorted({calls - 1, *rng.sample(range(calls - 1), SAMPLED_CALLS)})
+
+
+def seal_words(handles: Any, where: Any, calls: list[int]) -> tuple[list[str], list[list[Any]]]:
+    """The runner's words for ``calls`` only: the handles they name (renumbered) and
+    ``[call, its outputs' places]`` pairs. Anything malformed is passed on as it is, for the
+    referee to refuse (it believes none of it)."""
+    table = handles if isinstance(handles, list) else []
+    said = where if isinstance(where, list) else []
+    renumbered: dict[int, int] = {}
+    subset: list[str] = []
+    pairs: list[list[Any]] = []
+    for j in calls:
+        entry = said[j] if j < len(said) else None
+        pairs.append([j, _renumber(entry, table, renumbered, subset)])
+    return subset, pairs
+
+
+def _renumber(entry: Any, table: list[Any], renumbered: dict[int, int],
+              subset: list[str]) -> Any:
+    if not isinstance(entry, list):
+        return entry
+    out: list[Any] = []
+    for loc in entry:
+        if isinstance(loc, list) and len(loc) == 2 and type(loc[0]) is int and \
+                0 <= loc[0] < len(table):
+            if loc[0] not in renumbered:
+                renumbered[loc[0]] = len(subset)
+                subset.append(table[loc[0]])
+            out.append([renumbered[loc[0]], loc[1]])
+        else:
+            out.append(None)  # not a place in the table: the output counts as not delivered
+    return out
