@@ -11,7 +11,9 @@ Requests to the referee (trusted, never loads candidate code, times nothing):
     prepare {sets: [{id, seed}]}           -> {}   (fresh input sets, kept by the referee)
     fill {runner, sets}                    -> {values}  (sets into the runner's slots, in order)
     flush {}                               -> {}   (caches evicted before a window)
-    seal {runner}                          -> {}   (the runner's outputs frozen: window closed)
+    seal {runner, handles, sampled}        -> {in_place, copied, map_error, mapped}  (the
+                                              drawn calls' outputs sampled: window closed)
+    place {runner, handles, where}         -> {}   (every output placed, after the clock)
     idle {}                                -> {ms} (a tiny kernel's round trip: GPU busy?)
     expect {sets}                          -> {}   (the strict reference outputs)
     check {runner, sets}                   -> {results: [{ok, abs, rel, message, mutated}]}
