@@ -160,6 +160,7 @@ class Conductor:
         self.on_progress = on_progress
         self._next_id = 0
         self._rng = random.Random(os.urandom(16))
+        self._draw = random.SystemRandom()  # the calls a seal samples: nothing to infer
         self.alone_age: float | None = None  # set when the alone bursts are reused
         self.idle_ms: float | None = None  # the referee's tiny-kernel round trip, GPU idle
         self.init_seed = _seed()
@@ -266,19 +267,19 @@ class Conductor:
         reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy,
                                         "account": self.ACCOUNT_LOOP})
         handles, sampled = seal_words(reply.get("handles"), reply.get("where"),
-                                      sampled_calls(len(ids), self._rng))
+                                      sampled_calls(len(ids), self._draw))
         sealed = self._ask_referee({"op": "seal", "runner": RUNNER[side], "handles": handles,
                                     "sampled": sampled})
         wall_ms = (time.perf_counter_ns() - started) / 1e6
         self._window_end_us = gpu_watch.now_us()
-        self._ask_referee({"op": "place", "runner": RUNNER[side],
-                           "handles": reply.get("handles"), "where": reply.get("where")})
         if ids:
             self.ev.in_place[side] = int(sealed.get("in_place") or 0)
-        if side == "candidate":
+        if side == "candidate":  # before anything untimed: no GPU work outlives the window
             self._gpu_idle()
         else:  # nothing of it ran during another runner's window
             self._no_escape(before)
+        self._ask_referee({"op": "place", "runner": RUNNER[side],
+                           "handles": reply.get("handles"), "where": reply.get("where")})
         return Burst(len(ids), wall_ms, self.handoff_ms())
 
     def _candidate_cpu(self) -> CpuReading | None:
@@ -483,7 +484,7 @@ class Conductor:
             self._settings(reply)
             metas = read_metas(reply.get("outputs"), 2)
             self._ask_referee({"op": "seal", "runner": RUNNER["candidate"],
-                               "sampled": [[j, None] for j in sampled_calls(2, self._rng)]})
+                               "sampled": [[j, None] for j in sampled_calls(2, self._draw)]})
             self._ask_referee({"op": "expect", "sets": ids})
             results = self._check("candidate", ids)
             self._release(ids)

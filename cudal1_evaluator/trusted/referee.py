@@ -62,6 +62,8 @@ from cudal1_evaluator.wire.talk_messages import (
 )
 from cudal1_evaluator.wire.tensor_exchange import export, export_tensor, poisoned_like
 
+CHANGED_MESSAGE = ("its word on where its outputs lie changed after the window closed (an "
+                   "output the seal had read was placed elsewhere afterwards)")
 LATE_MESSAGE = ("its outputs changed after the window closed: work still writing them when the "
                 "runner said it was done (outside the timed window)")
 
@@ -275,11 +277,13 @@ class Referee:
         window = self.windows.get(int(msg["runner"]))
         if window is None:
             return {"results": []}
+        wanted = {int(s) for s in msg["sets"]}
+        calls = [(j, self.sets[sid]) for j, sid in enumerate(window.ids) if sid in wanted]
+        if window.changed:
+            return {"results": [self._changed() for _ in calls]}
         late = window.late()
         reused = window.reused(self.placer)
         pool = self.pools[window.runner]
-        wanted = {int(s) for s in msg["sets"]}
-        calls = [(j, self.sets[sid]) for j, sid in enumerate(window.ids) if sid in wanted]
         for j, made in calls:
             if made.expected is None:
                 raise RuntimeError(f"set {window.ids[j]} checked before its reference output")
@@ -295,6 +299,11 @@ class Referee:
     def _got(self, window: WindowSeal, j: int) -> Any:
         outputs = [p.tensor for p in window.call(self.placer, j)]
         return outputs[0] if self.single else outputs
+
+    @staticmethod
+    def _changed() -> CheckResult:
+        return {"ok": False, "abs": 0.0, "rel": 0.0, "mutated": [], "reused": False,
+                "late": False, "message": CHANGED_MESSAGE}
 
     @staticmethod
     def _result(result: Comparison | None, mutated: list[int], *, late: bool) -> CheckResult:

@@ -23,10 +23,9 @@ from typing import Any
 import torch
 
 from cudal1_evaluator.wire.cuda_ipc import HANDLE_BYTES, Mapper, view_at
-from cudal1_evaluator.wire.delivery import SAMPLED_CALLS
+from cudal1_evaluator.wire.delivery import MAX_HANDLES, SAMPLED_CALLS, is_index
 
 SAMPLES = 256  # bytes read per output at the seal, at places the runner cannot predict
-MAX_HANDLES = 8192  # allocations one window may name (1024 calls, small outputs two a segment)
 Key = tuple[object, ...]
 
 
@@ -53,6 +52,7 @@ class WindowSeal:
     where: dict[int, Any]  # call -> the runner's word on its outputs (at first the drawn ones)
     placed: dict[int, list[Placed]] = field(default_factory=dict)  # call -> its outputs
     samples: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = field(default_factory=list)
+    changed: bool = False  # the word at ``place`` moved an output the seal had read
 
     def probe(self, placer: Placer, calls: list[int], gen: torch.Generator) -> None:
         """Place the outputs of ``calls`` and read ``SAMPLES`` bytes of each at random places
@@ -90,17 +90,20 @@ class WindowSeal:
         return self.placed[j]
 
     def place_all(self, placer: Placer, handles: Any, where: Any) -> None:
-        """Every call's word, after the clock (the seal had the drawn calls' only). The drawn
-        calls stay as the seal placed them; a word that places one elsewhere now is a later
-        change of the runner's story, and the window's outputs count as undelivered."""
-        self.segments = placer.segments(self.runner, handles)
+        """Every call's word, after the clock (the seal had the drawn calls' only): at most
+        one allocation an output. The drawn calls stay as the seal placed them; a word that
+        places one elsewhere now changes the runner's story after the seal (``changed``:
+        every output of the window fails its check)."""
+        outputs = sum(len(self.buffers[j]) for j in range(len(self.ids)))
+        self.segments = placer.segments(self.runner, handles[:outputs]
+                                        if isinstance(handles, list) else None)
         self.where = dict(enumerate(where)) if isinstance(where, list) else {}
         for j, sealed in list(self.placed.items()):
             now = [placer.one(self.runner, j, i, buf, self.segments, self.where.get(j))
                    for i, buf in enumerate(self.buffers[j])]
             if [(p.key, p.start) for p in now] != [(p.key, p.start) for p in sealed]:
-                self.where = {}
-                self.segments = []
+                self.changed = True
+                self.where, self.segments = {}, []
                 return
 
     def late(self) -> bool:
@@ -112,8 +115,9 @@ class WindowSeal:
         """The calls whose output memory a later call's output overlaps."""
         spans: dict[Key, list[tuple[int, int, int]]] = {}
         for j in range(len(self.ids)):
-            for p in self.call(placer, j):
-                spans.setdefault(p.key, []).append((p.start, p.start + max(p.length, 1), j))
+            for p in self.call(placer, j):  # mapped memory by where it is mapped, not by the
+                memory = ("mem", p.source.data_ptr()) if p.key[0] == "ipc" else p.key  # handle
+                spans.setdefault(memory, []).append((p.start, p.start + max(p.length, 1), j))
         earlier: set[int] = set()
         for items in spans.values():
             items.sort()
@@ -158,8 +162,8 @@ class Placer:
     def one(self, runner: int, j: int, i: int, buf: torch.Tensor,
              segments: list[tuple[bytes, torch.Tensor] | None], said: Any) -> Placed:
         loc = said[i] if isinstance(said, list) and i < len(said) else None
-        if isinstance(loc, list) and len(loc) == 2 and isinstance(loc[0], int) and \
-                0 <= loc[0] < len(segments) and segments[loc[0]] is not None:
+        if isinstance(loc, list) and len(loc) == 2 and is_index(loc[0], len(segments)) and \
+                segments[loc[0]] is not None:
             handle, segment = segments[loc[0]]  # type: ignore[misc]
             view = view_at(segment, loc[1], buf)
             if view is not None:

@@ -16,6 +16,12 @@ import random
 from typing import Any
 
 SAMPLED_CALLS = 2  # calls of a window whose outputs the seal reads, besides the last
+MAX_HANDLES = 8192  # allocations one window may name (1024 calls, small outputs two a segment)
+
+
+def is_index(value: Any, size: int) -> bool:
+    """A place in a table of ``size``: a plain int (not a bool) in range."""
+    return type(value) is int and 0 <= value < size
 
 
 def sampled_calls(calls: int, rng: random.Random) -> list[int]:
@@ -31,7 +37,7 @@ def seal_words(handles: Any, where: Any, calls: list[int]) -> tuple[list[str], l
     """The runner's words for ``calls`` only: the handles they name (renumbered) and
     ``[call, its outputs' places]`` pairs. Anything malformed is passed on as it is, for the
     referee to refuse (it believes none of it)."""
-    table = handles if isinstance(handles, list) else []
+    table = handles[:MAX_HANDLES] if isinstance(handles, list) else []
     said = where if isinstance(where, list) else []
     renumbered: dict[int, int] = {}
     subset: list[str] = []
@@ -48,8 +54,7 @@ def _renumber(entry: Any, table: list[Any], renumbered: dict[int, int],
         return entry
     out: list[Any] = []
     for loc in entry:
-        if isinstance(loc, list) and len(loc) == 2 and type(loc[0]) is int and \
-                0 <= loc[0] < len(table):
+        if isinstance(loc, list) and len(loc) == 2 and is_index(loc[0], len(table)):
             if loc[0] not in renumbered:
                 renumbered[loc[0]] = len(subset)
                 subset.append(table[loc[0]])

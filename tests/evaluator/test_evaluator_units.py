@@ -345,4 +345,18 @@ def test_the_seal_gets_the_drawn_calls_words_only_and_place_gets_all() -> None:
     other = Placed(buffers[0][0], buffers[0][0].view(torch.uint8), 0, 16, ("elsewhere",))
     window.placed[2] = [other]  # as if the seal had read call 2 somewhere else
     window.place_all(placer, [], [None, None, None])
-    assert window.where == {} and window.segments == []
+    assert window.changed and window.where == {} and window.segments == []
+
+    assert seal_words(["h0"], [[[True, 0]]], [0]) == ([], [[0, [None]]])  # a bool is no index
+    assert len(seal_words(["h"] * 9000, [[[8500, 0]]], [0])[0]) == 0  # beyond MAX_HANDLES
+
+
+def test_outputs_of_two_calls_in_one_mapping_are_reused_whatever_handle_names_it() -> None:
+    """Overlap is decided by where the referee mapped the memory, not by the handle bytes
+    the runner sent: two handles of one allocation do not hide a shared output buffer."""
+    from cudal1_evaluator.trusted.sealing import Placed, Placer, WindowSeal
+
+    memory = torch.zeros(64, dtype=torch.uint8)
+    calls = {j: [Placed(memory[:16], memory, 0, 16, ("ipc", b"handle-%d" % j))] for j in range(3)}
+    window = WindowSeal(1, [10, 11, 12], [[]] * 3, [], {}, placed=calls)
+    assert window.reused(Placer(torch.device("cpu"))) == {0, 1}
