@@ -16,6 +16,8 @@
 #   shared [OPTS...]    benchmarks/shared_gpu.py (a generating model server on the timing GPU)
 #   phases [OPTS...]    where one evaluation's time goes (evaluator_phases.py: first and cached)
 #   window PROBLEM CAND where a trusted window's time goes, per step (window_diag.py, CUDA)
+#   noise PROBLEM CAND [OPTS...]  window-to-window noise with and without warm children
+#                       started beside the rounds, or a CUDA process starting beside them
 #   diag                TorchScript in our worker vs a plain process; reduce-overhead outputs held;
 #                       conv_bn_fold_eval's wall time outside the timed calls, three times
 # Run from the repository root on the GPU host. Wheels for the app's other dependencies (the
@@ -83,6 +85,9 @@ run_step() {
     window)
       timeout "$(left 5)" python3 benchmarks/window_diag.py "$1" "$2" cuda 2>&1 \
         | tee -a "$OUT/window_diag.log" | cut -c1-200 ;;
+    noise)
+      timeout "$(left 5)" python3 benchmarks/noise_diag.py "$@" 2>&1 \
+        | tee -a "$OUT/noise_diag.log" | cut -c1-200 ;;
     memdiag)
       timeout "$(left 5)" python3 benchmarks/memory_bound_diag.py "$@" 2>&1 \
         | tee -a "$OUT/memory_bound_diag.log" | cut -c1-200 ;;
@@ -92,7 +97,7 @@ run_step() {
       timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ "$@" 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -15 ;;
     *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \
-         "tests | diag | memdiag | watch | scaling | shared | phases | window"; return 2 ;;
+         "tests | diag | memdiag | noise | watch | scaling | shared | phases | window"; return 2 ;;
   esac
 }
 args=()
