@@ -15,7 +15,7 @@
 # clock, default 660), WIDTHS (default 1 2 4 8, those the host has; empty: no scaling),
 # CORPUS_SHARDS and EXPLOIT_SHARDS (default: the GPU count; 0: no such jobs), SHARED
 # (shared_gpu.py's options; empty: no shared-GPU job), DIAG (which diagnostic jobs, of
-# "memdiag phases window", the default; empty: none).
+# "memdiag phases window" (the default) and "noise"; empty: none).
 # Measured on 4x H200 (third session of 2026-11-27): width 1 of 10 problems x 2 candidates
 # took 471 s, the corpus's 47 pairs 196-369 s a shard of 4, the shared-GPU job 441 s, an
 # exploit shard of 11 cases 130-210 s: a width 1 and the queue do not fit one 25-minute run.
@@ -72,6 +72,7 @@ for k in $(seq 1 "$es"); do tasks+=("exploit-shard $k/$es"); done
 for d in ${DIAG-memdiag phases window}; do
   case "$d" in
     memdiag) tasks+=("memdiag") ;;
+    noise) tasks+=("noise examples/relu.py benchmarks/corpus/candidates/relu_warmup_pick_method.py --repeat 3") ;;
     phases) tasks+=("phases --trials 5 --budget 2 --repeat 3 --gap 10") ;;
     window)
       tasks+=("window examples/diag_matmul.py benchmarks/corpus/candidates/diag_broadcast.py")
