@@ -39,6 +39,7 @@ from cudal1_evaluator.common.harness import (
 from cudal1_evaluator.schema import Job
 from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.trusted.sealing import Placer, WindowSeal
+from cudal1_evaluator.wire.delivery import is_index
 from cudal1_evaluator.wire.report import WorkerReport
 from cudal1_evaluator.wire.talk import Handler, Peer, serve
 from cudal1_evaluator.wire.talk_messages import (
@@ -117,8 +118,7 @@ def _drawn(sampled: Any, calls: int) -> dict[int, Any]:
     of this window; anything else is dropped)."""
     drawn: dict[int, Any] = {}
     for item in sampled if isinstance(sampled, list) else []:
-        if isinstance(item, list) and len(item) == 2 and type(item[0]) is int and \
-                0 <= item[0] < calls:
+        if isinstance(item, list) and len(item) == 2 and is_index(item[0], calls):
             drawn[item[0]] = item[1]
     return drawn
 

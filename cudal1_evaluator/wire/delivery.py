@@ -35,8 +35,9 @@ def sampled_calls(calls: int, rng: random.Random) -> list[int]:
 
 def seal_words(handles: Any, where: Any, calls: list[int]) -> tuple[list[str], list[list[Any]]]:
     """The runner's words for ``calls`` only: the handles they name (renumbered) and
-    ``[call, its outputs' places]`` pairs. Anything malformed is passed on as it is, for the
-    referee to refuse (it believes none of it)."""
+    ``[call, its outputs' places]`` pairs. A place that names no handle of the table becomes
+    None (read from the referee's buffer); any other entry goes on as it is, for the referee
+    to refuse (it believes none of it)."""
     table = handles[:MAX_HANDLES] if isinstance(handles, list) else []
     said = where if isinstance(where, list) else []
     renumbered: dict[int, int] = {}
