@@ -305,6 +305,7 @@ class Worker:
         clock = time.perf_counter
         spent = {"call": 0.0, "hand_over": 0.0, "sync": 0.0, "before": clock() - entered}
         allocs = self._device_allocs() if account else 0
+        marks = self._gpu_marks(account)
         t0 = t1 = 0.0
         with self.h.no_grad():
             for inputs, buffers in self._slots(msg["values"]):
@@ -313,6 +314,7 @@ class Worker:
                 out = call(inputs)
                 if account:
                     t1 = clock()
+                    marks.mark()
                 where.append(self._hand_over(out, buffers, held, table, index, copy))
                 if account:
                     spent["call"] += t1 - t0
@@ -326,7 +328,11 @@ class Worker:
         if account:  # nothing reads it as a time (``benchmarks/window_diag.py`` prints it)
             reply["loop_ms"] = {k: round(v * 1e3, 4) for k, v in spent.items()}
             reply["loop_ms"]["device_allocs"] = self._device_allocs() - allocs
+            reply["loop_ms"].update(marks.summary())
         return reply
+
+    def _gpu_marks(self, account: bool) -> GpuMarks:
+        return GpuMarks(account and self.h.clock.is_cuda)
 
     def _device_allocs(self) -> int:
         """The caching allocator's driver allocations so far (a diagnostic)."""
@@ -413,6 +419,31 @@ class Worker:
         flag = self.build_failures.flag() if self.build_failures is not None else None
         if flag is not None and self.rep.error_kind != "compile":
             self.rep.add_flags([flag])
+
+
+class GpuMarks:
+    """CUDA events before a window's first call and after each call (a diagnostic of the
+    ``account`` mode only: nothing reads it as a time). ``summary`` gives the device's own
+    time for the calls, their span and the slowest call, to split a window's wall time into
+    the kernels' time and what lies around them."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.events: list[Any] = []
+        self.mark()
+
+    def mark(self) -> None:
+        if self.on:
+            event = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            event.record()
+            self.events.append(event)
+
+    def summary(self) -> dict[str, float]:
+        if len(self.events) < 2:
+            return {}
+        calls = [a.elapsed_time(b) for a, b in zip(self.events, self.events[1:], strict=False)]
+        return {"gpu_span": round(sum(calls), 4), "gpu_first": round(calls[0], 4),
+                "gpu_max": round(max(calls), 4), "gpu_min": round(min(calls), 4)}
 
 
 CUDA_GRAPH_OVERWRITTEN = "CUDAGraphs that has been overwritten"

@@ -36,11 +36,11 @@ from cudal1_evaluator.isolation import sandbox
 from cudal1_evaluator.isolation.pidtree import CpuReading
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 from cudal1_evaluator.parent import gpu_watch, precision, warm
-from cudal1_evaluator.parent.timing_checks import Burst, means
+from cudal1_evaluator.parent.timing_checks import Burst, fixed_cost, means
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
 from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
-from cudal1_evaluator.wire.delivery import sampled_calls, seal_words
+from cudal1_evaluator.wire.delivery import SAMPLED_CALLS, sampled_calls, seal_words
 from cudal1_evaluator.wire.report import Recheck
 from cudal1_evaluator.wire.talk import Peer, PeerGone, Reply, read_metas
 from cudal1_evaluator.wire.talk_messages import (
@@ -60,6 +60,8 @@ WINDOW_TARGET_MS = 40.0  # work per window at least
 HANDOFF_SHARE = 0.1  # the fixed hand-off of a window against its work, at most
 WINDOW_BYTES = {"cuda": 1 << 30, "cpu": 128 << 20}  # a window's sets at least (cuda), at most
 EMPTY_WINDOWS = 4  # the reference's empty windows at the start (the first one discarded)
+SHORT_CALLS = SAMPLED_CALLS + 1  # a short window's calls: its seal reads as many as a full one's
+SHORT_SHARE = 3  # short windows where the reference's hold this many times their calls
 IDLE_FLOOR_MS, IDLE_FACTOR = 0.5, 10.0  # a busy GPU: our tiny kernel this much slower
 RUNNER = {"reference": 0, "candidate": 1, "matched": 2}  # the referee's pool of each runner
 
@@ -94,7 +96,7 @@ class Evidence:
     candidate: list[Burst] = field(default_factory=list)
     settings_changed: SettingsChanged = field(default_factory=dict)
     handoff: list[float] = field(default_factory=list)  # empty windows of the reference, ms
-    round_handoff: list[float] = field(default_factory=list)  # those of the kept rounds
+    round_short: list[float] = field(default_factory=list)  # the kept rounds' short windows, ms
     in_place: dict[str, int] = field(default_factory=dict)  # outputs read in place, last window
     side_calls: dict[str, int] = field(default_factory=dict)  # larger windows than the reference's
     precision: PrecisionInfo = field(default_factory=PrecisionInfo)
@@ -314,14 +316,24 @@ class Conductor:
             self.ev.flags.append(Flag("stop_escaped", STOP_ESCAPED.format(why=why), "reject"))
 
     def handoff_ms(self) -> float:
-        """A window's fixed cost (signals, requests, the seal's round trip): the median of
-        the reference runner's empty windows. Taken off every window's wall time, so a
-        window's mean per call is its calls' own time (and the loop around each)."""
+        """A window's hand-off (signals, requests, the seal's round trip): the median of the
+        reference runner's empty windows at the start. It sizes the windows and is taken off
+        provisionally; ``settle_handoff`` replaces it with the fixed cost of the kept rounds."""
         return statistics.median(self.ev.handoff) if self.ev.handoff else 0.0
 
     def _empty_windows(self, count: int) -> None:
         for _ in range(count):
             self.ev.handoff.append(self._window("reference", []).wall_ms)
+
+    def short_calls(self) -> int:
+        """Calls of the reference's short windows (``fixed_cost``): ``SHORT_CALLS``, or none (an
+        empty window) where the reference's windows are too few calls for two sizes to tell
+        a call's time from a window's (the difference of two short windows is mostly noise)."""
+        return SHORT_CALLS if self.ev.calls >= SHORT_SHARE * SHORT_CALLS else 0
+
+    def _short_window(self, ids: list[int]) -> float:
+        """The reference's short window on the first of a round's sets, its wall time."""
+        return self._window("reference", ids[:self.short_calls()]).wall_ms
 
     def _gpu_idle(self) -> None:
         """Reject work the candidate left running on the GPU after its window (its processes
@@ -422,19 +434,20 @@ class Conductor:
         return bursts
 
     def _alone_windows(self) -> list[Burst]:
-        """The reference alone, each window followed by an empty one; every window's hand-off
-        the median of those empty ones (taken in the same conditions, before the candidate is
-        imported; not the few at the start, which a stall can hold: on an H200 a reference
-        alone read 0.99 ms a call against 1.80 ms interleaved and 1.76 ms independently)."""
-        bursts, empties = [], []
+        """The reference alone, each window followed by a short one; every window's fixed cost
+        from the medians of both (``fixed_cost``, taken in the same conditions, before the
+        candidate is imported; not the empty windows at the start, which a stall can hold: on
+        an H200 a reference alone read 0.99 ms a call against 1.80 ms interleaved and 1.76 ms
+        independently)."""
+        bursts, shorts = [], []
         for _ in range(ALONE_BURSTS + 1):
             ids = self._new_sets(self.ev.calls)
             bursts.append(self._window("reference", ids))
+            shorts.append(self._short_window(ids))
             self._release(ids)
-            self._empty_windows(1)
-            empties.append(self.ev.handoff[-1])
-        handoff = statistics.median(empties)
-        return [replace(b, handoff_ms=handoff) for b in bursts]
+        cost = fixed_cost(self.ev.calls, statistics.median(b.wall_ms for b in bursts[1:]),
+                          self.short_calls(), statistics.median(shorts))
+        return [replace(b, handoff_ms=cost) for b in bursts]
 
     def _size_windows(self) -> None:
         """A window of the reference of ``2 * MIN_CALLS`` calls (after one that pays the
@@ -580,8 +593,8 @@ class Conductor:
 
     def _round(self, keep: bool) -> None:
         """Fresh sets and their reference outputs; each runner's window on them (its own
-        number of calls, the first sets), and an empty one, in random order; the candidate's
-        outputs checked right after its window, while it is stopped."""
+        number of calls, the first sets), and the reference's short one, in random order; the
+        candidate's outputs checked right after its window, while it is stopped."""
         sizes = self.sizes()
         ids = self._new_sets(max(sizes.values()))
         self._ask_referee({"op": "expect", "sets": ids})
@@ -590,10 +603,10 @@ class Conductor:
         self._rng.shuffle(order)
         bursts: dict[str, Burst] = {}
         results: list[CheckResult] = []
-        empty = 0.0
+        short = 0.0
         for side in order:
             if not side:
-                empty = self._window("reference", []).wall_ms
+                short = self._short_window(ids)
                 continue
             bursts[side] = self._window(side, ids[:sizes[side]])
             if side == "candidate":
@@ -609,10 +622,8 @@ class Conductor:
         self._trusted_output_flags(results)
         self._recheck(results)
         self._last = bursts
-        if not keep or self._keep(bursts, start):
-            self.ev.handoff.append(empty)  # a dropped round's hand-off is dropped with it
-            if keep:  # not the untimed first rounds (first touches, mappings)
-                self.ev.round_handoff.append(empty)
+        if keep and self._keep(bursts, start):  # a dropped round's short window goes with it
+            self.ev.round_short.append(short)
 
     def _keep(self, bursts: dict[str, Burst], start: int) -> bool:
         """A round's windows kept, unless another process's kernels overlapped them (then
@@ -638,8 +649,8 @@ class Conductor:
         for side in (self.ev.reference, self.ev.candidate, self.ev.matched):
             if side:
                 side.pop()
-        if self.ev.round_handoff:  # its hand-off with it (the current round's comes after)
-            self.ev.round_handoff.pop()
+        if self.ev.round_short:  # its short window with it (the current round's comes after)
+            self.ev.round_short.pop()
 
     def _time_again_with_copies(self) -> None:
         """Outputs of different calls share memory: only a window's last call could be
@@ -669,13 +680,15 @@ class Conductor:
                 rc.detail = rc.detail or f"timed call {rc.compared}: {r.get('message')}"
 
     def settle_handoff(self) -> None:
-        """The timed rounds' windows, each with the median hand-off of all kept rounds' empty
-        windows (one a round, in random order among its windows), not the median so far when
-        it was taken; the alone windows have theirs (``_alone_windows``)."""
-        if not self.ev.round_handoff:
-            return
-        handoff = statistics.median(self.ev.round_handoff)
+        """The timed rounds' windows, each with the fixed cost of a window from all kept
+        rounds: the medians of the reference's windows and of its short ones (one a round,
+        in random order among its windows), not the empty windows' of the start, which only
+        sized the windows; the alone windows have theirs (``_alone_windows``)."""
         ev = self.ev
+        if not ev.round_short or not ev.reference:
+            return
+        handoff = fixed_cost(ev.calls, statistics.median(b.wall_ms for b in ev.reference),
+                             self.short_calls(), statistics.median(ev.round_short))
         ev.reference, ev.candidate, ev.matched = (
             [replace(b, handoff_ms=handoff) for b in side]
             for side in (ev.reference, ev.candidate, ev.matched))
