@@ -61,7 +61,6 @@ HANDOFF_SHARE = 0.1  # the fixed hand-off of a window against its work, at most
 WINDOW_BYTES = {"cuda": 1 << 30, "cpu": 128 << 20}  # a window's sets at least (cuda), at most
 EMPTY_WINDOWS = 4  # the reference's empty windows at the start (the first one discarded)
 SHORT_CALLS = SAMPLED_CALLS + 1  # a short window's calls: its seal reads as many as a full one's
-SHORT_SHARE = 3  # short windows where the reference's hold this many times their calls
 IDLE_FLOOR_MS, IDLE_FACTOR = 0.5, 10.0  # a busy GPU: our tiny kernel this much slower
 RUNNER = {"reference": 0, "candidate": 1, "matched": 2}  # the referee's pool of each runner
 
@@ -326,10 +325,10 @@ class Conductor:
             self.ev.handoff.append(self._window("reference", []).wall_ms)
 
     def short_calls(self) -> int:
-        """Calls of the reference's short windows (``fixed_cost``): ``SHORT_CALLS``, or none (an
-        empty window) where the reference's windows are too few calls for two sizes to tell
-        a call's time from a window's (the difference of two short windows is mostly noise)."""
-        return SHORT_CALLS if self.ev.calls >= SHORT_SHARE * SHORT_CALLS else 0
+        """Calls of the reference's short windows (``fixed_cost``): ``SHORT_CALLS``, at most half
+        the reference's window (at least ``MIN_CALLS // 2``: a slow reference's windows of 4
+        calls get short ones of 2, whose seal reads one sampled call fewer)."""
+        return min(SHORT_CALLS, self.ev.calls // 2)
 
     def _short_window(self, ids: list[int]) -> float:
         """The reference's short window on the first of a round's sets, its wall time."""
