@@ -208,18 +208,18 @@ def _converse(cond: conduct.Conductor, job: Job,
             cond.timing()
             cond.settle_handoff()
             if verdict.slowed_now(ev) and cond.alone_age is not None:
-                _fresh_alone(cond, key)
+                _fresh_alone(cond)
 
 
-def _fresh_alone(cond: conduct.Conductor, key: str) -> None:
+def _fresh_alone(cond: conduct.Conductor) -> None:
     """A reference that looked slowed against a reused alone measurement is judged against a
-    fresh one (the candidate's runner stays stopped meanwhile)."""
+    fresh one (the candidate's runner stays stopped meanwhile, the GPU checked idle after its
+    last request). Never cached: the candidate's code has run, and whatever it left behind
+    (memory held, a device state) would be every later evaluation's baseline."""
     cond.ev.flags.append(Flag("reference_pristine_remeasured", f"the reference-alone timing "
                               f"reused from {cond.alone_age or 0:.0f} s ago looked slower than "
                               "the reference next to the candidate: measured again", "info"))
     cond.time_alone()
-    if not cond.alone_shared:
-        pristine_cache.put(key, cond.ev.alone)
 
 
 def _explain_referee(cond: conduct.Conductor, job: Job) -> None:

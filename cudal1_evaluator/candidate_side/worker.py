@@ -185,6 +185,16 @@ class Worker:
         return out
 
     # -- serving the parent: trials and bursts on inputs the referee made -----------------
+    def idle_after(self, handler: Handler) -> Handler:
+        """``handler``, then a wait for the device: the parent checks that the GPU is idle
+        after every untimed request of the candidate's (a window waits on its own)."""
+        def handle(msg: Any) -> Any:
+            reply = handler(msg)
+            if hasattr(self, "h"):
+                self.h.clock.sync()
+            return reply
+        return handle
+
     def serve_parent(self, msg: WorkerInit) -> SettingsReply:
         """The ``init`` request: setup, build and lock-down, then the settings the candidate
         changed (precision parity). Later requests are ``trial`` and ``burst``."""
@@ -529,8 +539,10 @@ def run(job: Job, channel: WorkerChannel, *, peer: Peer | None = None,
             worker.phase("lock_down", worker.lock_down)
         else:
             handlers: dict[str, Handler] = {
-                "init": worker.serve_parent, "attach": worker.attach, "trial": worker.trial,
-                "burst": worker.burst, "describe": worker.describe}
+                "init": worker.idle_after(worker.serve_parent),
+                "attach": worker.idle_after(worker.attach),
+                "trial": worker.idle_after(worker.trial), "burst": worker.burst,
+                "describe": worker.idle_after(worker.describe)}
             serve(peer, handlers, on_error)
         if not report.error_kind and worker.guard is not None:
             with worker.h.no_grad():

@@ -36,11 +36,11 @@ from cudal1_evaluator.isolation import sandbox
 from cudal1_evaluator.isolation.pidtree import CpuReading
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 from cudal1_evaluator.parent import gpu_watch, precision, warm
-from cudal1_evaluator.parent.timing_checks import Burst, fixed_cost, means
+from cudal1_evaluator.parent.timing_checks import Burst, means
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
 from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
-from cudal1_evaluator.wire.delivery import SAMPLED_CALLS, sampled_calls, seal_words
+from cudal1_evaluator.wire.delivery import sampled_calls, seal_words
 from cudal1_evaluator.wire.report import Recheck
 from cudal1_evaluator.wire.talk import Peer, PeerGone, Reply, read_metas
 from cudal1_evaluator.wire.talk_messages import (
@@ -60,7 +60,6 @@ WINDOW_TARGET_MS = 40.0  # work per window at least
 HANDOFF_SHARE = 0.1  # the fixed hand-off of a window against its work, at most
 WINDOW_BYTES = {"cuda": 1 << 30, "cpu": 128 << 20}  # a window's sets at least (cuda), at most
 EMPTY_WINDOWS = 4  # the reference's empty windows at the start (the first one discarded)
-SHORT_CALLS = SAMPLED_CALLS + 1  # a short window's calls: its seal reads as many as a full one's
 IDLE_FLOOR_MS, IDLE_FACTOR = 0.5, 10.0  # a busy GPU: our tiny kernel this much slower
 RUNNER = {"reference": 0, "candidate": 1, "matched": 2}  # the referee's pool of each runner
 
@@ -95,7 +94,7 @@ class Evidence:
     candidate: list[Burst] = field(default_factory=list)
     settings_changed: SettingsChanged = field(default_factory=dict)
     handoff: list[float] = field(default_factory=list)  # empty windows of the reference, ms
-    round_short: list[float] = field(default_factory=list)  # the kept rounds' short windows, ms
+    round_handoff: list[float] = field(default_factory=list)  # those of the kept rounds
     in_place: dict[str, int] = field(default_factory=dict)  # outputs read in place, last window
     side_calls: dict[str, int] = field(default_factory=dict)  # larger windows than the reference's
     precision: PrecisionInfo = field(default_factory=PrecisionInfo)
@@ -216,10 +215,18 @@ class Conductor:
             raise
 
     def _ask_runner(self, side: str, message: Mapping[str, object]) -> Reply:
+        """One request to a runner, run alone. After any request of the candidate's but a
+        window (whose check comes after the seal, ``_window``), the GPU must be idle: kernels
+        it queued in an untimed request (a trial, ``describe``) would otherwise run beside
+        the reference's next windows, or its alone windows measured again."""
         runner = self.runners[side]
         try:
             with self._alone(runner):
-                return runner.peer.request(message, self.job.timeout_s, runner.alive)
+                reply = runner.peer.request(message, self.job.timeout_s, runner.alive)
+            if side == "candidate" and message.get("op") != "burst":
+                self._window_end_us = gpu_watch.now_us()
+                self._gpu_idle(f"its {message.get('op')} request")
+            return reply
         except PeerGone as exc:
             if side == "candidate":
                 self.ev.protocol_error = self.ev.protocol_error or str(exc)
@@ -315,27 +322,17 @@ class Conductor:
             self.ev.flags.append(Flag("stop_escaped", STOP_ESCAPED.format(why=why), "reject"))
 
     def handoff_ms(self) -> float:
-        """A window's hand-off (signals, requests, the seal's round trip): the median of the
-        reference runner's empty windows at the start. It sizes the windows and is taken off
-        provisionally; ``settle_handoff`` replaces it with the fixed cost of the kept rounds."""
+        """A window's fixed cost (signals, requests, the seal's round trip): the median of
+        the reference runner's empty windows. Taken off every window's wall time, so a
+        window's mean per call is its calls' own time (and the loop around each)."""
         return statistics.median(self.ev.handoff) if self.ev.handoff else 0.0
 
     def _empty_windows(self, count: int) -> None:
         for _ in range(count):
             self.ev.handoff.append(self._window("reference", []).wall_ms)
 
-    def short_calls(self) -> int:
-        """Calls of the reference's short windows (``fixed_cost``): ``SHORT_CALLS``, at most half
-        the reference's window (at least ``MIN_CALLS // 2``: a slow reference's windows of 4
-        calls get short ones of 2, whose seal reads one sampled call fewer)."""
-        return min(SHORT_CALLS, self.ev.calls // 2)
-
-    def _short_window(self, ids: list[int]) -> float:
-        """The reference's short window on the first of a round's sets, its wall time."""
-        return self._window("reference", ids[:self.short_calls()]).wall_ms
-
-    def _gpu_idle(self) -> None:
-        """Reject work the candidate left running on the GPU after its window (its processes
+    def _gpu_idle(self, after: str = "its timed window") -> None:
+        """Reject work the candidate left running on the GPU after a request (its processes
         are stopped, its kernels are not): our tiny kernel then waits for a time slice."""
         if self.idle_ms is None:  # not a GPU
             return
@@ -348,7 +345,9 @@ class Conductor:
         if self._others_not_candidate():
             self._round_shared = True  # another process's kernels: timed again (``_keep``)
             return
-        self.ev.flags.append(Flag("gpu_work_left_running", f"after its timed window, with its "
+        if any(f.code == "gpu_work_left_running" for f in self.ev.flags):
+            return
+        self.ev.flags.append(Flag("gpu_work_left_running", f"after {after}, with its "
                                   f"processes stopped, the GPU was still busy (a kernel of ours "
                                   f"took {probe:.2f} ms against {self.idle_ms:.3f} ms idle): "
                                   "work left running outside the window the clock sees"))
@@ -433,20 +432,19 @@ class Conductor:
         return bursts
 
     def _alone_windows(self) -> list[Burst]:
-        """The reference alone, each window followed by a short one; every window's fixed cost
-        from the medians of both (``fixed_cost``, taken in the same conditions, before the
-        candidate is imported; not the empty windows at the start, which a stall can hold: on
-        an H200 a reference alone read 0.99 ms a call against 1.80 ms interleaved and 1.76 ms
-        independently)."""
-        bursts, shorts = [], []
+        """The reference alone, each window followed by an empty one; every window's hand-off
+        the median of those empty ones (taken in the same conditions, before the candidate is
+        imported; not the few at the start, which a stall can hold: on an H200 a reference
+        alone read 0.99 ms a call against 1.80 ms interleaved and 1.76 ms independently)."""
+        bursts, empties = [], []
         for _ in range(ALONE_BURSTS + 1):
             ids = self._new_sets(self.ev.calls)
             bursts.append(self._window("reference", ids))
-            shorts.append(self._short_window(ids))
             self._release(ids)
-        cost = fixed_cost(self.ev.calls, statistics.median(b.wall_ms for b in bursts[1:]),
-                          self.short_calls(), statistics.median(shorts))
-        return [replace(b, handoff_ms=cost) for b in bursts]
+            self._empty_windows(1)
+            empties.append(self.ev.handoff[-1])
+        handoff = statistics.median(empties)
+        return [replace(b, handoff_ms=handoff) for b in bursts]
 
     def _size_windows(self) -> None:
         """A window of the reference of ``2 * MIN_CALLS`` calls (after one that pays the
@@ -592,8 +590,8 @@ class Conductor:
 
     def _round(self, keep: bool) -> None:
         """Fresh sets and their reference outputs; each runner's window on them (its own
-        number of calls, the first sets), and the reference's short one, in random order; the
-        candidate's outputs checked right after its window, while it is stopped."""
+        number of calls, the first sets), and an empty one, in random order; the candidate's
+        outputs checked right after its window, while it is stopped."""
         sizes = self.sizes()
         ids = self._new_sets(max(sizes.values()))
         self._ask_referee({"op": "expect", "sets": ids})
@@ -602,15 +600,16 @@ class Conductor:
         self._rng.shuffle(order)
         bursts: dict[str, Burst] = {}
         results: list[CheckResult] = []
-        short = 0.0
+        empty = 0.0
         for side in order:
             if not side:
-                short = self._short_window(ids)
+                empty = self._window("reference", []).wall_ms
                 continue
             bursts[side] = self._window(side, ids[:sizes[side]])
             if side == "candidate":
                 results = self._check("candidate", ids)
-        if any(r.get("reused") for r in results) and not self.copy_outputs:
+        retimed = any(r.get("reused") for r in results) and not self.copy_outputs
+        if retimed:  # this round's candidate window too: only its last call could be checked
             self._time_again_with_copies()
         self._release(ids)
         for side in self.runners:
@@ -621,8 +620,10 @@ class Conductor:
         self._trusted_output_flags(results)
         self._recheck(results)
         self._last = bursts
-        if keep and self._keep(bursts, start):  # a dropped round's short window goes with it
-            self.ev.round_short.append(short)
+        if not keep or (not retimed and self._keep(bursts, start)):
+            self.ev.handoff.append(empty)  # a dropped round's hand-off is dropped with it
+            if keep:  # not the untimed first rounds (first touches, mappings)
+                self.ev.round_handoff.append(empty)
 
     def _keep(self, bursts: dict[str, Burst], start: int) -> bool:
         """A round's windows kept, unless another process's kernels overlapped them (then
@@ -648,8 +649,8 @@ class Conductor:
         for side in (self.ev.reference, self.ev.candidate, self.ev.matched):
             if side:
                 side.pop()
-        if self.ev.round_short:  # its short window with it (the current round's comes after)
-            self.ev.round_short.pop()
+        if self.ev.round_handoff:  # its hand-off with it (the current round's comes after)
+            self.ev.round_handoff.pop()
 
     def _time_again_with_copies(self) -> None:
         """Outputs of different calls share memory: only a window's last call could be
@@ -657,6 +658,7 @@ class Conductor:
         before its next call (as code that keeps its outputs must), every call is checked,
         and the copies are its own time; the windows timed so far are dropped."""
         self.copy_outputs = True
+        self._kept_span = None  # the round it judged is gone with the rest
         self.ev.reference.clear()
         self.ev.candidate.clear()
         self.ev.matched.clear()
@@ -679,15 +681,13 @@ class Conductor:
                 rc.detail = rc.detail or f"timed call {rc.compared}: {r.get('message')}"
 
     def settle_handoff(self) -> None:
-        """The timed rounds' windows, each with the fixed cost of a window from all kept
-        rounds: the medians of the reference's windows and of its short ones (one a round,
-        in random order among its windows), not the empty windows' of the start, which only
-        sized the windows; the alone windows have theirs (``_alone_windows``)."""
-        ev = self.ev
-        if not ev.round_short or not ev.reference:
+        """The timed rounds' windows, each with the median hand-off of all kept rounds' empty
+        windows (one a round, in random order among its windows), not the median so far when
+        it was taken; the alone windows have theirs (``_alone_windows``)."""
+        if not self.ev.round_handoff:
             return
-        handoff = fixed_cost(ev.calls, statistics.median(b.wall_ms for b in ev.reference),
-                             self.short_calls(), statistics.median(ev.round_short))
+        handoff = statistics.median(self.ev.round_handoff)
+        ev = self.ev
         ev.reference, ev.candidate, ev.matched = (
             [replace(b, handoff_ms=handoff) for b in side]
             for side in (ev.reference, ev.candidate, ev.matched))

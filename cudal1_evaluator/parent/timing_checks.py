@@ -4,10 +4,9 @@ A window is one runner's burst of N calls on N fresh input sets, timed by the pa
 clock alone: it opens when the inputs become visible to the runner (its processes resumed,
 the request sent) and closes when the trusted referee holds the outputs (its seal returned).
 Nothing a runner reports enters a time. The reference runs through the identical path in a
-sibling runner. A window's fixed cost (the hand-off, the first launch, the seal's reads) is
-taken off; the rest per call is the sample (a runner can only add to it). That cost is
-estimated by the trusted side from the reference runner's windows of two sizes
-(``fixed_cost``), never from the candidate's. Speedups are ratios of medians of those means.
+sibling runner. A window's fixed hand-off, measured by the trusted side on the reference
+runner's empty windows, is taken off; the rest per call is the sample (a runner can only add
+to it). Speedups are ratios of medians of those means.
 """
 
 from __future__ import annotations
@@ -25,8 +24,8 @@ SLOWED_CAP = 1.05  # the reference a speedup uses: at most 5 % slower than alone
 @dataclass
 class Burst:
     """One trusted window: how many calls it held, the parent's wall time around it, and the
-    fixed cost of a window (``fixed_cost``: provisional while the rounds run, settled from
-    all kept rounds at the end)."""
+    fixed hand-off of a window when it was taken (the median of the reference runner's empty
+    windows: the signals, the requests, the seal's round trip)."""
 
     calls: int = 0
     wall_ms: float = 0.0
@@ -37,22 +36,6 @@ class Burst:
         is mostly hand-off is sized wrong, and what is left is an upper bound)."""
         work = max(self.wall_ms - self.handoff_ms, HANDOFF_MOST * self.wall_ms)
         return work / max(1, self.calls)
-
-
-def fixed_cost(calls: int, wall_ms: float, short_calls: int, short_ms: float) -> float:
-    """A window's fixed cost from the reference runner's windows of two sizes: ``calls`` calls
-    in ``wall_ms`` and ``short_calls`` in ``short_ms`` (medians). Their difference is
-    ``calls - short_calls`` calls' own time; what the short window holds beyond its calls is
-    the cost every window pays once, whatever its size. An empty window (``short_calls`` 0)
-    gives only the hand-off; a short one with calls also gives what a window of calls pays
-    once and an empty one does not: its first launch, its last wait and the seal's reads of
-    the sampled outputs (on an H200, 0.5-1 ms a window, 50-60 us a call on windows of 10-21
-    calls of 0.3-1.8 ms: the gap to do_bench on memory-bound kernels of 1-2 GB a call).
-    Clamped to [0, short_ms]: noise never takes off more than the short window itself."""
-    if short_calls <= 0 or calls <= short_calls:
-        return max(0.0, short_ms)
-    per_call = (wall_ms - short_ms) / (calls - short_calls)
-    return min(max(0.0, short_ms - short_calls * per_call), max(0.0, short_ms))
 
 
 def means(bursts: list[Burst]) -> list[float]:

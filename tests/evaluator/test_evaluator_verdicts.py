@@ -304,3 +304,25 @@ def test_a_stall_at_the_start_is_not_taken_off_the_reference_alone(
     # before: the alone windows lost half their time (the most a hand-off may take off)
     assert alone > 0.7 * beside, (alone, beside)
     pristine_cache.clear()
+
+
+def test_an_alone_baseline_measured_again_after_the_candidate_ran_is_never_cached() -> None:
+    """A reused alone measurement that looks too fast is measured again, after the candidate's
+    code has run: whatever it left behind (memory held, kernels queued in an untimed request)
+    would become every later evaluation's baseline if that measurement were cached."""
+    from dataclasses import replace
+
+    from cudal1_evaluator.parent import pristine_cache
+
+    pristine_cache.clear()
+    first = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST))
+    assert first.status == "ok", first.message
+    [(key, (_at, bursts))] = pristine_cache._entries.items()
+    too_fast = [replace(b, wall_ms=b.wall_ms / 4, handoff_ms=b.handoff_ms / 4) for b in bursts]
+    pristine_cache.put(key, too_fast)
+    again = evaluate(job(LINEAR_PROBLEM, linear_candidate(HONEST_BODY)))
+    assert again.status == "ok", again.message
+    assert "reference_pristine_remeasured" in codes(again)
+    found = pristine_cache.get(key)
+    assert found is not None and found[0] is too_fast  # not the one measured after the candidate
+    pristine_cache.clear()

@@ -287,22 +287,3 @@ def test_the_hand_off_comes_off_every_window_but_never_more_than_half() -> None:
     reference runner's empty windows); a window that is mostly hand-off keeps half its time."""
     assert Burst(10, 12.0, 2.0).mean_ms() == 1.0
     assert Burst(10, 3.0, 2.0).mean_ms() == 0.15
-
-
-def test_a_windows_fixed_cost_comes_from_the_reference_windows_of_two_sizes() -> None:
-    """The gap measured on an H200 (relu, 10 calls of 0.506 ms a window by the device's own
-    events): an empty window 2.155 ms, a full one 7.892; taking off the empty one gave
-    0.574 ms a call, 13 % over do_bench. A short window of 3 calls holds what every window
-    of calls pays once (first launch, last wait, the seal's reads); two sizes give it."""
-    from cudal1_evaluator.parent.timing_checks import fixed_cost
-
-    per_call, once = 0.506, 2.155 + 0.68
-    full, short = once + 10 * per_call, once + 3 * per_call
-    cost = fixed_cost(10, full, 3, short)
-    assert cost == pytest.approx(once)
-    assert Burst(10, full, cost).mean_ms() == pytest.approx(per_call)
-    assert Burst(10, full, 2.155).mean_ms() > 1.13 * per_call  # the empty window's way
-    assert fixed_cost(10, full, 0, 2.155) == 2.155  # no short window: the empty one's
-    assert fixed_cost(10, 1.0, 3, 2.0) == 2.0  # noise (full below short): the short at most
-    assert fixed_cost(10, 100.0, 3, 1.0) == 0.0  # never below nothing
-    assert fixed_cost(3, 5.0, 3, 4.0) == 4.0  # one size only: the short window's
