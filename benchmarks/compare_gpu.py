@@ -116,7 +116,8 @@ def make_job(pair: Pair, problem_source: str, args: argparse.Namespace, arch: st
                device=args.device, job_id=pair.name, problem_name=pair.problem.stem,
                correctness_trials=3, timing_budget_s=args.budget, warmup=2, min_samples=10,
                max_samples=100, stable_rel_ci=0.02, timeout_s=args.timeout,
-               build_dir=str(args.build_root), cuda_arch=arch, baseline=args.baseline)
+               build_dir=str(args.build_root), cuda_arch=arch, baseline=args.baseline,
+               window_cost=args.window_cost)
 
 
 NATIVE_BUILD = re.compile(r"load_inline|cpp_extension|\bload\(")
@@ -312,6 +313,9 @@ def main() -> int:
     parser.add_argument("--baseline", choices=["defaults", "strict"], default="defaults",
                         help="the reference's precision in both harnesses (PyTorch's defaults: "
                              "cuDNN TF32 on; or strict fp32)")
+    parser.add_argument("--window-cost", choices=["empty", "alone_intercept"], default="empty",
+                        help="a window's fixed cost taken off: the empty windows', or also what a "
+                             "window of calls pays once (Job.window_cost; being measured)")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="per evaluation, s (each harness, after the build stage)")
     parser.add_argument("--build-timeout", type=float, default=600.0,

@@ -60,6 +60,8 @@ def check_job(job: Job) -> None:
     RewardPolicy.parse(job.reward.policy)
     if job.baseline not in ("defaults", "strict"):
         raise ValueError(f"bad baseline {job.baseline!r}: defaults or strict")
+    if job.window_cost not in ("empty", "alone_intercept"):
+        raise ValueError(f"bad window_cost {job.window_cost!r}: empty or alone_intercept")
     if job.correctness_trials < 1 or job.min_samples < 1 or job.timeout_s <= 0:
         raise ValueError("correctness_trials and min_samples must be >= 1, timeout_s > 0")
 

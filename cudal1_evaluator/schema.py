@@ -136,6 +136,11 @@ class Job:
     # (PyTorch's: cuDNN TF32 on, matmul TF32 off) or "strict" (strict fp32); correctness is
     # always judged against the strict fp32 reference
     baseline: str = "defaults"
+    # a window's fixed cost taken off its wall time: "empty" (the reference's empty windows) or
+    # "alone_intercept" (also what a window of calls pays once, from the reference-alone
+    # windows of one call and of a full window; opt-in while it is measured on GPUs:
+    # docs/benchmarks/evaluator.md)
+    window_cost: str = "empty"
     version: int = JOB_VERSION
 
     def to_json(self) -> str:

@@ -36,7 +36,7 @@ from cudal1_evaluator.isolation import sandbox
 from cudal1_evaluator.isolation.pidtree import CpuReading
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 from cudal1_evaluator.parent import gpu_watch, precision, warm
-from cudal1_evaluator.parent.timing_checks import Burst, means
+from cudal1_evaluator.parent.timing_checks import Burst, means, once_cost
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
 from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
@@ -95,6 +95,7 @@ class Evidence:
     settings_changed: SettingsChanged = field(default_factory=dict)
     handoff: list[float] = field(default_factory=list)  # empty windows of the reference, ms
     round_handoff: list[float] = field(default_factory=list)  # those of the kept rounds
+    once_ms: float = 0.0  # what a window of calls pays once (``alone_intercept`` only)
     in_place: dict[str, int] = field(default_factory=dict)  # outputs read in place, last window
     side_calls: dict[str, int] = field(default_factory=dict)  # larger windows than the reference's
     precision: PrecisionInfo = field(default_factory=PrecisionInfo)
@@ -170,6 +171,7 @@ class Conductor:
         self._kept_span: int | None = None  # the start of the last kept round, not yet settled
         self._round_shared = False  # the GPU was busy after a window, with another's work
         self._window_end_us = 0
+        self.candidate_ran = False  # the candidate's code has been imported (``build``)
         self.alone_shared = False  # the alone windows were kept beside other work
 
     @property
@@ -406,6 +408,7 @@ class Conductor:
         if found is not None and found[0]:  # the windows' size comes with them
             self.ev.alone, self.alone_age = found
             self.ev.calls = found[0][0].calls
+            self.ev.once_ms = found[0][0].once_ms
             self._attach("reference", self.ev.calls)
             self._empty_windows(EMPTY_WINDOWS)
             self.ev.handoff = self.ev.handoff[1:]
@@ -432,6 +435,42 @@ class Conductor:
         return bursts
 
     def _alone_windows(self) -> list[Burst]:
+        if self.job.window_cost == "alone_intercept":
+            return self._alone_windows_once()
+        return self._alone_windows_empty()
+
+    def _alone_windows_once(self) -> list[Burst]:
+        """The reference alone, each full window beside a window of one call and an empty one
+        on the same sets, the three in random order; the first three dropped. Their medians
+        give what a window of calls pays once (``once_cost``), before the candidate exists:
+        nothing it leaves behind can move it. Measured again after the candidate ran
+        (``launch._fresh_alone``), the windows are new but the once cost stays the first."""
+        walls: dict[str, list[float]] = {"full": [], "one": [], "empty": []}
+        bursts = []
+        for i in range(ALONE_BURSTS + 1):
+            ids = self._new_sets(self.ev.calls)
+            order = list(walls)
+            self._rng.shuffle(order)
+            for kind in order:
+                if kind == "empty":
+                    self._empty_windows(1)
+                    wall = self.ev.handoff[-1]
+                else:
+                    burst = self._window("reference", ids if kind == "full" else ids[:1])
+                    wall = burst.wall_ms
+                    if kind == "full":
+                        bursts.append(burst)
+                if i:
+                    walls[kind].append(wall)
+            self._release(ids)
+        empty = statistics.median(walls["empty"])
+        if not self.candidate_ran:
+            self.ev.once_ms = once_cost(self.ev.calls, statistics.median(walls["full"]),
+                                        statistics.median(walls["one"]), empty)
+        once = self.ev.once_ms
+        return [replace(b, handoff_ms=empty + once, once_ms=once) for b in bursts]
+
+    def _alone_windows_empty(self) -> list[Burst]:
         """The reference alone, each window followed by an empty one; every window's hand-off
         the median of those empty ones (taken in the same conditions, before the candidate is
         imported; not the few at the start, which a stall can hold: on an H200 a reference
@@ -473,6 +512,7 @@ class Conductor:
 
     def build(self) -> None:
         self._progress("build", 0, 1, "importing and compiling the candidate")
+        self.candidate_ran = True
         self._settings(self._init_runner("candidate"))
         self._attach("candidate", self.ev.calls)
         self._progress("build", 1, 1, "")
@@ -683,14 +723,42 @@ class Conductor:
     def settle_handoff(self) -> None:
         """The timed rounds' windows, each with the median hand-off of all kept rounds' empty
         windows (one a round, in random order among its windows), not the median so far when
-        it was taken; the alone windows have theirs (``_alone_windows``)."""
+        it was taken; the alone windows have theirs (``_alone_windows``). With
+        ``alone_intercept``, plus the once cost of a window of calls measured on the reference
+        alone, on every side whose windows were sized for its speed (``_sized_right``)."""
         if not self.ev.round_handoff:
             return
         handoff = statistics.median(self.ev.round_handoff)
         ev = self.ev
+        once = {side: ev.once_ms if self._sized_right(side, bursts) else 0.0
+                for side, bursts in (("reference", ev.reference), ("candidate", ev.candidate),
+                                     ("matched", ev.matched))}
         ev.reference, ev.candidate, ev.matched = (
-            [replace(b, handoff_ms=handoff) for b in side]
-            for side in (ev.reference, ev.candidate, ev.matched))
+            [replace(b, handoff_ms=handoff + once[name], once_ms=once[name]) for b in side]
+            for name, side in (("reference", ev.reference), ("candidate", ev.candidate),
+                               ("matched", ev.matched)))
+        if ev.once_ms > 0:
+            ev.flags.append(Flag("window_once_cost", f"a window of calls pays {ev.once_ms:.3f} ms "
+                                 "once beyond an empty window (measured on the reference alone, "
+                                 "before the candidate was imported): taken off every window",
+                                 "info"))
+
+    def _sized_right(self, side: str, bursts: list[Burst]) -> bool:
+        """A side's windows hold the work they were sized for: its calls per window were chosen
+        from an untimed round, and a side that ran there more than twice as slow as in the
+        timed rounds (while memory allowed larger windows) has windows that hold little work.
+        A once cost taken off such windows would pay most where windows hold least, so it is
+        not taken off (``window_once_skipped``); the reference's are always right."""
+        if side == "reference" or not bursts or self.ev.once_ms <= 0:
+            return True
+        per_call = statistics.median(means(bursts))
+        if self._calls_for(per_call) <= 2 * self.sizes().get(side, self.ev.calls):
+            return True
+        self.ev.flags.append(Flag("window_once_skipped", f"the {side}'s windows were sized from "
+                                  "an untimed round in which it ran more than twice as slow as "
+                                  "in the timed ones: a window's once cost is not taken off them",
+                                  "info"))
+        return False
 
     def finish(self) -> None:
         self.ev.flags.extend(self.shared.flags())

@@ -35,7 +35,8 @@ def key_of(job: Job, info: Mapping[str, object]) -> str:
         "device": job.device, "device_info": info.get("device"),
         "torch": versions.get("torch", "") if isinstance(versions, dict) else "",
         "timing": [job.warmup, job.min_samples, job.max_samples, job.timing_budget_s,
-                   job.stable_rel_ci, job.compare_torch_compile, job.memory_limit_mb],
+                   job.stable_rel_ci, job.compare_torch_compile, job.memory_limit_mb,
+                   job.window_cost],
     }
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -18,6 +18,7 @@ from cudal1_evaluator.schema import Flag, TimingSummary
 
 SLOWED_P50 = 1.15  # reference_slowed (a warning): the interleaved median 15 % above alone
 HANDOFF_MOST = 0.5  # of a window's wall time, the hand-off taken off at most
+ONCE_MOST_MS = 2.0  # a window's once cost taken off at most (0.5-1 ms measured on an H200)
 SLOWED_CAP = 1.05  # the reference a speedup uses: at most 5 % slower than alone
 
 
@@ -30,12 +31,28 @@ class Burst:
     calls: int = 0
     wall_ms: float = 0.0
     handoff_ms: float = 0.0
+    once_ms: float = 0.0  # the part of ``handoff_ms`` a window of calls pays once (``once_cost``)
 
     def mean_ms(self) -> float:
         """Per call, the hand-off taken off (never more than half the window: a window that
         is mostly hand-off is sized wrong, and what is left is an upper bound)."""
         work = max(self.wall_ms - self.handoff_ms, HANDOFF_MOST * self.wall_ms)
         return work / max(1, self.calls)
+
+
+def once_cost(calls: int, full_ms: float, one_ms: float, empty_ms: float) -> float:
+    """What a window of calls pays once beyond an empty window (the request naming its slots,
+    the first launch, the last wait, the seal's reads), from the reference-alone windows'
+    medians: ``calls`` calls in ``full_ms``, one call in ``one_ms``, none in ``empty_ms``. The
+    line through the first two meets zero calls at the fixed cost; less the empty window,
+    clamped to [0, ``ONCE_MOST_MS``]. One call, not more, for the short window: the
+    intercept's noise is then ``calls/(calls-1)`` times a window's, not twice (a 4-call
+    reference). Its seal reads one sampled output where a full window's reads three, so the
+    estimate leans low: the candidate is charged more, never less."""
+    if calls <= 1:
+        return 0.0
+    intercept = (calls * one_ms - full_ms) / (calls - 1)
+    return min(max(0.0, intercept - empty_ms), ONCE_MOST_MS)
 
 
 def means(bursts: list[Burst]) -> list[float]:

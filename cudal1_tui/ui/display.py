@@ -23,7 +23,8 @@ MASK_RATE = "•• tok/s"
 # Flags that only say how a time was measured or read; whether one appears depends on the
 # clock (a cache's age, the noise of a measurement), so the masked mode leaves them out.
 TIMING_NOTES = frozenset({"reference_pristine_reused", "reference_pristine_remeasured",
-                          "reference_slowed", "speedup_within_noise"})
+                          "reference_slowed", "speedup_within_noise", "window_once_cost",
+                          "window_once_skipped"})
 
 
 @dataclass(frozen=True)

@@ -312,8 +312,6 @@ def test_an_alone_baseline_measured_again_after_the_candidate_ran_is_never_cache
     would become every later evaluation's baseline if that measurement were cached."""
     from dataclasses import replace
 
-    from cudal1_evaluator.parent import pristine_cache
-
     pristine_cache.clear()
     first = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST))
     assert first.status == "ok", first.message
@@ -325,4 +323,20 @@ def test_an_alone_baseline_measured_again_after_the_candidate_ran_is_never_cache
     assert "reference_pristine_remeasured" in codes(again)
     found = pristine_cache.get(key)
     assert found is not None and found[0] is too_fast  # not the one measured after the candidate
+    pristine_cache.clear()
+
+
+def test_the_once_cost_estimate_runs_end_to_end_and_travels_with_the_alone_windows() -> None:
+    """``window_cost="alone_intercept"`` (opt-in): the alone phase adds windows of one call
+    and empty ones; an honest candidate stays ok, and a second evaluation of the problem reuses
+    the alone windows with their once cost (or measures them again on a busy host)."""
+    pristine_cache.clear()
+    first = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST, window_cost="alone_intercept"))
+    again = evaluate(job(LINEAR_PROBLEM, linear_candidate(HONEST_BODY),
+                         window_cost="alone_intercept"))
+    assert first.status == "ok" and again.status == "ok", first.message + again.message
+    assert first.speedup and again.speedup
+    assert {"reference_pristine_reused", "reference_pristine_remeasured"} & codes(again)
+    plain = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST))  # its own alone windows: keyed apart
+    assert "reference_pristine_reused" not in codes(plain)
     pristine_cache.clear()

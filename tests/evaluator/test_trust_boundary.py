@@ -287,3 +287,33 @@ def test_the_hand_off_comes_off_every_window_but_never_more_than_half() -> None:
     reference runner's empty windows); a window that is mostly hand-off keeps half its time."""
     assert Burst(10, 12.0, 2.0).mean_ms() == 1.0
     assert Burst(10, 3.0, 2.0).mean_ms() == 0.15
+
+
+def test_a_windows_once_cost_is_the_intercept_of_one_call_and_full_windows() -> None:
+    """On an H200 (relu, 10 calls of 0.506 ms a window by the device's own events) an empty
+    window took 2.155 ms and a full one 7.892: a window of calls paid about 0.68 ms once that
+    the empty window did not, 13 % a call on top of do_bench. Windows of one call and of all
+    ten, with the empty one, give it back; noise never takes off more than ONCE_MOST_MS or
+    less than nothing."""
+    from cudal1_evaluator.parent.timing_checks import ONCE_MOST_MS, once_cost
+
+    per_call, empty, once = 0.506, 2.155, 0.68
+    full, one = empty + once + 10 * per_call, empty + once + per_call
+    assert once_cost(10, full, one, empty) == pytest.approx(once)
+    assert Burst(10, full, empty + once).mean_ms() == pytest.approx(per_call)
+    assert Burst(10, full, empty).mean_ms() > 1.13 * per_call  # the empty window alone
+    assert once_cost(10, full, empty + 10.0, empty) == ONCE_MOST_MS  # a stalled short window
+    assert once_cost(10, full, empty - 1.0, empty) == 0.0
+    assert once_cost(1, full, one, empty) == 0.0  # one size only: nothing to extrapolate
+
+
+def test_the_once_cost_estimate_is_opt_in_and_keyed_apart_in_the_alone_cache() -> None:
+    from cudal1_evaluator.parent import pristine_cache
+
+    info = {"device": {"name": "x"}, "versions": {"torch": "2"}}
+    plain = Job(problem_source="p", candidate_source="c")
+    once = Job(problem_source="p", candidate_source="c", window_cost="alone_intercept")
+    assert plain.window_cost == "empty"
+    assert pristine_cache.key_of(plain, info) != pristine_cache.key_of(once, info)
+    with pytest.raises(ValueError, match="window_cost"):
+        evaluate(Job(problem_source="p", candidate_source="c", window_cost="intercept"))
