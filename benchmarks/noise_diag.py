@@ -7,9 +7,10 @@ window samples, ``(max - min) / median``, and the speedup.
 
 Conditions (set in this process only, on the evaluator's own switches):
 
-``default``           as ``compare_gpu.py`` runs it (warm children, started early on a GPU host)
-``no_early_prewarm``  the next evaluation's children start after this one ends, not beside
-                      its interleaved rounds (``launch.EARLY_PREWARM_MIN_CORES`` out of reach)
+``default``           as ``compare_gpu.py`` runs it (warm children, started early on a GPU host:
+                      beside the interleaved rounds until 2026-11-28, after the timing since)
+``no_early_prewarm``  the next evaluation's children start after this one ends
+                      (``launch.EARLY_PREWARM_MIN_CORES`` out of reach)
 ``no_warm``           no warm children at all (every evaluation starts its own, cold)
 ``disturb``           ``no_warm``, and beside it a loop that starts a process every
                       ``--disturb-every`` seconds which imports torch, makes a CUDA context,

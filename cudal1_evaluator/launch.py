@@ -113,8 +113,9 @@ EARLY_PREWARM_MIN_CORES = 8  # four children's start-up beside the timing needs 
 
 
 def _prewarm_early(job: Job) -> None:
-    """On a GPU, the next evaluation's children start once this one's reference-alone windows
-    are done (never beside those: they are the yardstick for a slowed reference): a child
+    """On a GPU, the next evaluation's children start once this one's windows are done (never
+    beside them, nor beside the candidate's requests, after each of which the GPU must be
+    idle: their start-up work would be blamed on the candidate where the GPU watch is off): a child
     takes 5-10 s to import torch and warm up on a GPU host, about as long as the rest of an
     evaluation, so back-to-back evaluations find them ready. The windows that follow compare
     the two sides round by round, both beside the same start-up work. On a CPU the timed code
@@ -199,7 +200,6 @@ def _converse(cond: conduct.Conductor, job: Job,
         key = pristine_cache.key_of(job, cond.ev.info)
         if cond.alone_age is None and cond.ev.alone and not cond.alone_shared:
             pristine_cache.put(key, cond.ev.alone)  # never windows kept beside other work
-        _prewarm_early(job)
         cond.build()
         cond.correctness()
         ev = cond.ev
@@ -211,13 +211,16 @@ def _converse(cond: conduct.Conductor, job: Job,
             cond.settle_handoff()
             if verdict.slowed_now(ev) and cond.alone_age is not None:
                 _fresh_alone(cond)
+        _prewarm_early(job)
 
 
 def _fresh_alone(cond: conduct.Conductor) -> None:
     """A reference that looked slowed against a reused alone measurement is judged against a
-    fresh one (the candidate's runner stays stopped meanwhile, the GPU checked idle after its
-    last request). Never cached: the candidate's code has run, and whatever it left behind
-    (memory held, a device state) would be every later evaluation's baseline."""
+    fresh one, once the candidate's runner is gone (its processes and so its GPU contexts:
+    work it left queued, on the copy engines or behind a wait, cannot slow this baseline).
+    Never cached: whatever else the candidate left behind would be every later evaluation's
+    baseline."""
+    cond.retire("candidate")
     cond.ev.flags.append(Flag("reference_pristine_remeasured", f"the reference-alone timing "
                               f"reused from {cond.alone_age or 0:.0f} s ago looked slower than "
                               "the reference next to the candidate: measured again", "info"))

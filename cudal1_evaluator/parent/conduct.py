@@ -36,7 +36,7 @@ from cudal1_evaluator.isolation import sandbox
 from cudal1_evaluator.isolation.pidtree import CpuReading
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 from cudal1_evaluator.parent import gpu_watch, precision, warm
-from cudal1_evaluator.parent.timing_checks import Burst, means, once_cost
+from cudal1_evaluator.parent.timing_checks import ONCE_SHARE, Burst, means, once_cost
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
 from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
@@ -56,10 +56,12 @@ MIN_CALLS = 4  # calls per window at least
 MAX_CALLS = 1024
 MIN_BURSTS = 6  # windows per side before the loop may stop on a stable median
 ALONE_BURSTS = 3  # the reference alone, before the candidate is imported
+ALONE_ONCE_BURSTS = 6  # the same, where it also gives a window's once cost (``alone_intercept``)
 WINDOW_TARGET_MS = 40.0  # work per window at least
 HANDOFF_SHARE = 0.1  # the fixed hand-off of a window against its work, at most
 WINDOW_BYTES = {"cuda": 1 << 30, "cpu": 128 << 20}  # a window's sets at least (cuda), at most
 EMPTY_WINDOWS = 4  # the reference's empty windows at the start (the first one discarded)
+HANDOFF_CAP = 1.05  # the timed rounds' hand-off, at most this times the alone phase's
 IDLE_FLOOR_MS, IDLE_FACTOR = 0.5, 10.0  # a busy GPU: our tiny kernel this much slower
 RUNNER = {"reference": 0, "candidate": 1, "matched": 2}  # the referee's pool of each runner
 
@@ -226,6 +228,7 @@ class Conductor:
             with self._alone(runner):
                 reply = runner.peer.request(message, self.job.timeout_s, runner.alive)
             if side == "candidate" and message.get("op") != "burst":
+                self._candidate_cpu()  # the stop delivered before the probe
                 self._window_end_us = gpu_watch.now_us()
                 self._gpu_idle(f"its {message.get('op')} request")
             return reply
@@ -327,7 +330,8 @@ class Conductor:
         """A window's fixed cost (signals, requests, the seal's round trip): the median of
         the reference runner's empty windows. Taken off every window's wall time, so a
         window's mean per call is its calls' own time (and the loop around each)."""
-        return statistics.median(self.ev.handoff) if self.ev.handoff else 0.0
+        empty = statistics.median(self.ev.handoff) if self.ev.handoff else 0.0
+        return empty + self.ev.once_ms  # 0 but with ``alone_intercept``
 
     def _empty_windows(self, count: int) -> None:
         for _ in range(count):
@@ -445,30 +449,29 @@ class Conductor:
         give what a window of calls pays once (``once_cost``), before the candidate exists:
         nothing it leaves behind can move it. Measured again after the candidate ran
         (``launch._fresh_alone``), the windows are new but the once cost stays the first."""
-        walls: dict[str, list[float]] = {"full": [], "one": [], "empty": []}
+        iterations: list[tuple[float, float, float]] = []
         bursts = []
-        for i in range(ALONE_BURSTS + 1):
+        for _ in range(ALONE_ONCE_BURSTS + 1):
             ids = self._new_sets(self.ev.calls)
-            order = list(walls)
+            wall: dict[str, float] = {}
+            order = ["full", "one", "empty"]
             self._rng.shuffle(order)
             for kind in order:
                 if kind == "empty":
                     self._empty_windows(1)
-                    wall = self.ev.handoff[-1]
-                else:
-                    burst = self._window("reference", ids if kind == "full" else ids[:1])
-                    wall = burst.wall_ms
-                    if kind == "full":
-                        bursts.append(burst)
-                if i:
-                    walls[kind].append(wall)
+                    wall[kind] = self.ev.handoff[-1]
+                    continue
+                burst = self._window("reference", ids if kind == "full" else ids[:1])
+                wall[kind] = burst.wall_ms
+                if kind == "full":
+                    bursts.append(burst)
+            iterations.append((wall["full"], wall["one"], wall["empty"]))
             self._release(ids)
-        empty = statistics.median(walls["empty"])
         if not self.candidate_ran:
-            self.ev.once_ms = once_cost(self.ev.calls, statistics.median(walls["full"]),
-                                        statistics.median(walls["one"]), empty)
-        once = self.ev.once_ms
-        return [replace(b, handoff_ms=empty + once, once_ms=once) for b in bursts]
+            self.ev.once_ms = once_cost(self.ev.calls, iterations[1:])
+        empty = statistics.median(e for _f, _o, e in iterations[1:])
+        return [replace(b, handoff_ms=empty + self.ev.once_ms, once_ms=self.ev.once_ms)
+                for b in bursts]
 
     def _alone_windows_empty(self) -> list[Burst]:
         """The reference alone, each window followed by an empty one; every window's hand-off
@@ -508,6 +511,10 @@ class Conductor:
             shared = self.shared.overlapped(start)
             if not (shared and self.shared.drop()):
                 break
+        if shared and self.ev.once_ms and not self.candidate_ran:  # other work in it: not a
+            self.ev.once_ms = 0.0                                   # cost of ours to take off
+            bursts = [replace(b, handoff_ms=b.handoff_ms - b.once_ms, once_ms=0.0)
+                      for b in bursts]
         self.ev.alone, self.alone_age, self.alone_shared = bursts[1:], None, shared
 
     def build(self) -> None:
@@ -723,42 +730,63 @@ class Conductor:
     def settle_handoff(self) -> None:
         """The timed rounds' windows, each with the median hand-off of all kept rounds' empty
         windows (one a round, in random order among its windows), not the median so far when
-        it was taken; the alone windows have theirs (``_alone_windows``). With
-        ``alone_intercept``, plus the once cost of a window of calls measured on the reference
-        alone, on every side whose windows were sized for its speed (``_sized_right``)."""
+        it was taken, and never above ``HANDOFF_CAP`` times the alone phase's (empty windows
+        slowed beside the candidate take off no more); the alone windows have theirs
+        (``_alone_windows``). With ``alone_intercept``, plus the once cost of a window of calls
+        measured on the reference alone: in full on the trusted sides' windows; on the
+        candidate's at most ``ONCE_SHARE`` of each window's wall time (a runner of its own
+        that pays less than ours once earns no more than that), and not at all when its
+        windows were sized for a slower candidate (``_sized_right``)."""
         if not self.ev.round_handoff:
             return
-        handoff = statistics.median(self.ev.round_handoff)
         ev = self.ev
-        once = {side: ev.once_ms if self._sized_right(side, bursts) else 0.0
-                for side, bursts in (("reference", ev.reference), ("candidate", ev.candidate),
-                                     ("matched", ev.matched))}
-        ev.reference, ev.candidate, ev.matched = (
-            [replace(b, handoff_ms=handoff + once[name], once_ms=once[name]) for b in side]
-            for name, side in (("reference", ev.reference), ("candidate", ev.candidate),
-                               ("matched", ev.matched)))
-        if ev.once_ms > 0:
-            ev.flags.append(Flag("window_once_cost", f"a window of calls pays {ev.once_ms:.3f} ms "
-                                 "once beyond an empty window (measured on the reference alone, "
-                                 "before the candidate was imported): taken off every window",
-                                 "info"))
+        handoff = statistics.median(ev.round_handoff)
+        if ev.alone:
+            handoff = min(handoff, HANDOFF_CAP * (ev.alone[0].handoff_ms - ev.alone[0].once_ms))
+        once, share = ev.once_ms, ONCE_SHARE if self._sized_right(ev.candidate) else 0.0
 
-    def _sized_right(self, side: str, bursts: list[Burst]) -> bool:
-        """A side's windows hold the work they were sized for: its calls per window were chosen
-        from an untimed round, and a side that ran there more than twice as slow as in the
-        timed rounds (while memory allowed larger windows) has windows that hold little work.
-        A once cost taken off such windows would pay most where windows hold least, so it is
-        not taken off (``window_once_skipped``); the reference's are always right."""
-        if side == "reference" or not bursts or self.ev.once_ms <= 0:
+        def settled(b: Burst, most: float) -> Burst:
+            credit = min(once, most * b.wall_ms)
+            return replace(b, handoff_ms=handoff + credit, once_ms=credit)
+
+        ev.reference = [settled(b, 1.0) for b in ev.reference]
+        ev.matched = [settled(b, 1.0) for b in ev.matched]
+        ev.candidate = [settled(b, share) for b in ev.candidate]
+        if once > 0:
+            ev.flags.append(Flag("window_once_cost", f"a window of calls pays {once:.3f} ms once "
+                                 "beyond an empty window (measured on the reference alone, "
+                                 "before the candidate was imported): taken off the reference's "
+                                 "windows" + (f", and at most {ONCE_SHARE:.0%} of each of the "
+                                              "candidate's" if share else ""), "info"))
+
+    def _sized_right(self, bursts: list[Burst]) -> bool:
+        """The candidate's windows hold the work they were sized for: its calls per window were
+        chosen from an untimed round, and a candidate that ran there more than twice as slow
+        as in the timed rounds (while memory allowed larger windows) has windows that hold
+        little work, where a once cost taken off would pay most (``window_once_skipped``)."""
+        if not bursts or self.ev.once_ms <= 0:
             return True
         per_call = statistics.median(means(bursts))
-        if self._calls_for(per_call) <= 2 * self.sizes().get(side, self.ev.calls):
+        if self._calls_for(per_call) <= 2 * self.sizes().get("candidate", self.ev.calls):
             return True
-        self.ev.flags.append(Flag("window_once_skipped", f"the {side}'s windows were sized from "
-                                  "an untimed round in which it ran more than twice as slow as "
-                                  "in the timed ones: a window's once cost is not taken off them",
-                                  "info"))
+        self.ev.flags.append(Flag("window_once_skipped", "the candidate's windows were sized "
+                                  "from an untimed round in which it ran more than twice as "
+                                  "slow as in the timed ones: a window's once cost is not taken "
+                                  "off them", "info"))
         return False
+
+    def retire(self, side: str) -> None:
+        """One runner told to finish and waited for until it exits (its PID namespace, and so
+        every process and GPU context it made, gone), before a measurement that must owe it
+        nothing; ``finish`` later finds it gone."""
+        running = self.runners.get(side)
+        if running is None:
+            return
+        _signal(running, signal.SIGCONT)
+        with contextlib.suppress(PeerGone):
+            running.peer.send({"op": "finish"})
+        if running.thread is not None:
+            running.thread.join()
 
     def finish(self) -> None:
         self.ev.flags.extend(self.shared.flags())

@@ -11,6 +11,7 @@ to it). Speedups are ratios of medians of those means.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -18,7 +19,10 @@ from cudal1_evaluator.schema import Flag, TimingSummary
 
 SLOWED_P50 = 1.15  # reference_slowed (a warning): the interleaved median 15 % above alone
 HANDOFF_MOST = 0.5  # of a window's wall time, the hand-off taken off at most
-ONCE_MOST_MS = 2.0  # a window's once cost taken off at most (0.5-1 ms measured on an H200)
+ONCE_MOST_MS = 1.5  # a window's once cost taken off at most (0.5-1 ms measured on an H200)
+ONCE_SHARE = 0.05  # of a candidate window's wall time, the once cost taken off at most
+# one-sided 90 % quantiles of Student's t by degrees of freedom (then 1.3)
+T90 = {1: 3.078, 2: 1.886, 3: 1.638, 4: 1.533, 5: 1.476, 6: 1.440, 7: 1.415, 8: 1.397}
 SLOWED_CAP = 1.05  # the reference a speedup uses: at most 5 % slower than alone
 
 
@@ -40,19 +44,23 @@ class Burst:
         return work / max(1, self.calls)
 
 
-def once_cost(calls: int, full_ms: float, one_ms: float, empty_ms: float) -> float:
+def once_cost(calls: int, walls: list[tuple[float, float, float]]) -> float:
     """What a window of calls pays once beyond an empty window (the request naming its slots,
-    the first launch, the last wait, the seal's reads), from the reference-alone windows'
-    medians: ``calls`` calls in ``full_ms``, one call in ``one_ms``, none in ``empty_ms``. The
-    line through the first two meets zero calls at the fixed cost; less the empty window,
-    clamped to [0, ``ONCE_MOST_MS``]. One call, not more, for the short window: the
-    intercept's noise is then ``calls/(calls-1)`` times a window's, not twice (a 4-call
-    reference). Its seal reads one sampled output where a full window's reads three, so the
-    estimate leans low: the candidate is charged more, never less."""
-    if calls <= 1:
+    the first launch, the last wait, the seal's reads), from the reference-alone phase: per
+    iteration, the walls of a window of ``calls`` calls, of one call and of none. The line
+    through the first two meets zero calls at the fixed cost, less the empty window: one
+    estimate an iteration. Taken as the one-sided 90 % lower bound of their mean, clamped to
+    [0, ``ONCE_MOST_MS``]: where a slow reference's window noise (a few percent of a 90 ms
+    window) swamps a cost under a millisecond, the bound is 0 and nothing is taken off. The
+    one-call window's seal reads one sampled output where a full window's reads three, so the
+    estimate leans low too."""
+    if calls <= 1 or len(walls) < 2:
         return 0.0
-    intercept = (calls * one_ms - full_ms) / (calls - 1)
-    return min(max(0.0, intercept - empty_ms), ONCE_MOST_MS)
+    estimates = [(calls * one - full) / (calls - 1) - empty for full, one, empty in walls]
+    n = len(estimates)
+    bound = statistics.fmean(estimates) - \
+        T90.get(n - 1, 1.3) * statistics.stdev(estimates) / math.sqrt(n)
+    return min(max(0.0, bound), ONCE_MOST_MS)
 
 
 def means(bursts: list[Burst]) -> list[float]:
