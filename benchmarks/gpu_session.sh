@@ -18,6 +18,8 @@
 #   window PROBLEM CAND where a trusted window's time goes, per step (window_diag.py, CUDA)
 #   noise PROBLEM CAND [OPTS...]  window-to-window noise with and without warm children
 #                       started beside the rounds, or a CUDA process starting beside them
+#   waitvalue           can a stopped process's GPU work be released by another's write?
+#                       (waitvalue_diag.py: security.md's "GPU work waiting", tried)
 #   diag                TorchScript in our worker vs a plain process; reduce-overhead outputs held;
 #                       conv_bn_fold_eval's wall time outside the timed calls, three times
 # Run from the repository root on the GPU host. Wheels for the app's other dependencies (the
@@ -88,6 +90,9 @@ run_step() {
     noise)
       timeout "$(left 5)" python3 benchmarks/noise_diag.py "$@" 2>&1 \
         | tee -a "$OUT/noise_diag.log" | cut -c1-200 ;;
+    waitvalue)
+      timeout "$(left 5)" python3 benchmarks/waitvalue_diag.py "$@" 2>&1 \
+        | tee -a "$OUT/waitvalue_diag.log" | cut -c1-200 ;;
     memdiag)
       timeout "$(left 5)" python3 benchmarks/memory_bound_diag.py "$@" 2>&1 \
         | tee -a "$OUT/memory_bound_diag.log" | cut -c1-200 ;;
@@ -97,7 +102,7 @@ run_step() {
       timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ "$@" 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -15 ;;
     *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \
-         "tests | diag | memdiag | noise | watch | scaling | shared | phases | window"; return 2 ;;
+         "tests | diag | memdiag | noise | waitvalue | watch | scaling | shared | phases | window"; return 2 ;;
   esac
 }
 args=()
