@@ -227,7 +227,8 @@ class Conductor:
         try:
             with self._alone(runner):
                 reply = runner.peer.request(message, self.job.timeout_s, runner.alive)
-            if side == "candidate" and message.get("op") != "burst":
+            if side == "candidate" and message.get("op") != "burst" and \
+                    self.idle_ms is not None:  # a GPU: nothing to probe on a CPU
                 self._candidate_cpu()  # the stop delivered before the probe
                 self._window_end_us = gpu_watch.now_us()
                 self._gpu_idle(f"its {message.get('op')} request")
