@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -9,6 +10,12 @@ from typing import Any
 import pytest
 
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
+
+# A suite started with SIGINT ignored (a background job of a non-interactive shell, `nohup`)
+# hands that to every child it starts, and the tests that stop a child with Ctrl-C would see
+# it ignore them. With a handler here, each child starts with Ctrl-C at its default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Two scripted replies in the generation protocol, each with reasoning.
 REPLAY_REPLIES: tuple[Reply, ...] = (
