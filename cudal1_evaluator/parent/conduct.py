@@ -227,12 +227,6 @@ class Conductor:
         try:
             with self._alone(runner):
                 reply = runner.peer.request(message, self.job.timeout_s, runner.alive)
-            if side == "candidate" and message.get("op") != "burst" and \
-                    self.idle_ms is not None:  # a GPU: nothing to probe on a CPU
-                self._candidate_cpu()  # the stop delivered before the probe
-                self._window_end_us = gpu_watch.now_us()
-                self._gpu_idle(f"its {message.get('op')} request")
-            return reply
         except PeerGone as exc:
             if side == "candidate":
                 self.ev.protocol_error = self.ev.protocol_error or str(exc)
@@ -240,6 +234,12 @@ class Conductor:
                 self.ev.referee_error = self.ev.referee_error or \
                     f"the {side} runner failed: {exc}"
             raise
+        if side == "candidate" and message.get("op") != "burst" and \
+                self.idle_ms is not None:  # a GPU: nothing to probe on a CPU
+            self._candidate_cpu()  # the stop delivered before the probe
+            self._window_end_us = gpu_watch.now_us()
+            self._gpu_idle(f"its {message.get('op')} request")  # the referee's failures its own
+        return reply
 
     def _new_sets(self, count: int) -> list[int]:
         """``count`` fresh input sets from seeds drawn now, made and kept by the referee."""
@@ -329,8 +329,9 @@ class Conductor:
 
     def handoff_ms(self) -> float:
         """A window's fixed cost (signals, requests, the seal's round trip): the median of
-        the reference runner's empty windows. Taken off every window's wall time, so a
-        window's mean per call is its calls' own time (and the loop around each)."""
+        the reference runner's empty windows, plus the once cost of a window of calls with
+        ``alone_intercept``. Taken off every window's wall time, so a window's mean per call
+        is its calls' own time (and the loop around each)."""
         empty = statistics.median(self.ev.handoff) if self.ev.handoff else 0.0
         return empty + self.ev.once_ms  # 0 but with ``alone_intercept``
 
