@@ -300,9 +300,13 @@ def test_a_stall_at_the_start_is_not_taken_off_the_reference_alone(
     pristine_cache.clear()  # a fresh alone measurement
     result = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST))
     assert result.status == "ok", result.message
-    alone, beside = (result.timing[k].median_ms for k in ("reference_pristine", "reference"))
-    # before: the alone windows lost half their time (the most a hand-off may take off)
-    assert alone > 0.7 * beside, (alone, beside)
+    # What each alone window had taken off, as cached for the next evaluation. Before the
+    # fix it was the stalled start's median (over 400 ms, then capped at half the wall, so
+    # the reference alone read half its time); a ratio of medians on a busy CPU was too
+    # noisy to tell that apart, the hand-off itself is not.
+    [(_key, (_at, bursts))] = pristine_cache._entries.items()
+    assert bursts and all(b.handoff_ms < stall_ms / 4 for b in bursts), \
+        [b.handoff_ms for b in bursts]
     pristine_cache.clear()
 
 
