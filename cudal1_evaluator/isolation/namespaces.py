@@ -208,6 +208,20 @@ def _become_init(control: list[str], done: Entered) -> None:
 
 
 _INIT_SIGNALS = {b"S": signal.SIGSTOP, b"C": signal.SIGCONT, b"K": signal.SIGKILL}
+LAST_PID = b"P"  # the order that asks for the namespace's last PID (8 bytes back, -1: unknown)
+LAST_PID_BYTES = 8
+
+
+def _last_pid() -> bytes:
+    """The last PID the kernel gave out in this namespace (read in it, by its init): every
+    thread and process created in the namespace, or in one nested in it, moves it, the ones
+    that ended before anyone looked included. The members cannot set it: they hold no
+    capability (``isolation.capabilities``)."""
+    try:
+        value = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+    except (OSError, ValueError):
+        value = -1
+    return value.to_bytes(LAST_PID_BYTES, "little", signed=True)
 
 
 def _init_loop(worker: int, ctl: int, ack: int) -> NoReturn:
@@ -224,6 +238,10 @@ def _init_loop(worker: int, ctl: int, ack: int) -> NoReturn:
             time.sleep(0.05)
         elif select.select([ctl], [], [], 0.05)[0]:
             command = os.read(ctl, 1)
+            if command == LAST_PID:
+                with contextlib.suppress(OSError):
+                    os.write(ack, _last_pid())
+                continue
             sig = _INIT_SIGNALS.get(command, signal.SIGKILL)
             with contextlib.suppress(OSError):
                 os.kill(-1, sig)  # every process of the namespace but this one

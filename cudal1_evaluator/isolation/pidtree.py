@@ -160,6 +160,7 @@ class CpuReading:
     ns: int = 0  # CPU time: every process's clock (ended threads included) + reaped children
     tasks: frozenset[tuple[int, str]] = frozenset()  # (pid, tid) of every live task
     stopped: bool = True  # every live task stopped (or traced)
+    last_pid: int | None = None  # the namespace's last PID given out (None: no init to ask)
 
 
 def cpu_ns(pids: list[int], reaper: int | None = None) -> CpuReading:

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cudal1_evaluator.isolation import lifetime, pidtree, startup_check
+from cudal1_evaluator.isolation import lifetime, namespaces, pidtree, startup_check
 from cudal1_evaluator.isolation.child_env import scrub_env
 from cudal1_evaluator.isolation.sandbox_layers import namespace_plan, outer_sandbox, sandbox_dirs
 from cudal1_evaluator.parent import diskcap
@@ -180,6 +180,7 @@ class Child:
         self._init_pid: int | None = None  # for memory readings only (see _worker_pid)
         self._ctl_w: int | None = None  # orders to the namespace's init, and its answers
         self._ack_r: int | None = None
+        self._init_lock = threading.Lock()  # one order and its answer at a time
         self._own_dirs = (str(self.exchange),) if shared is not None else ()  # outside root
         self._warm_device = warm_device
         self._extra_writable = (*self._own_dirs, *writable)
@@ -271,7 +272,18 @@ class Child:
         but not what the children it reaped ran), and whether all of them are stopped now."""
         init = pidtree.namespace_init(self.proc.pid)
         pids = pidtree.descendants(init) if init is not None else self.members()
-        return pidtree.cpu_ns(pids or [self.proc.pid], reaper=init)
+        reading = pidtree.cpu_ns(pids or [self.proc.pid], reaper=init)
+        return replace(reading, last_pid=self.last_pid())
+
+    def last_pid(self) -> int | None:
+        """The last PID given out in the child's namespace, as its init reads it (None without
+        an init to ask): a task created between two readings moves it, even one that ended
+        and was reaped before the second (``SIGCHLD`` ignored: its CPU time is on no clock)."""
+        answer = self._ask_init(namespaces.LAST_PID, namespaces.LAST_PID_BYTES)
+        if answer is None:
+            return None
+        value = int.from_bytes(answer, "little", signed=True)
+        return value if value >= 0 else None
 
     def signal_all(self, sig: int) -> None:
         """``sig`` to every process the child started, ``setsid`` escapees included: through
@@ -284,17 +296,33 @@ class Child:
         """Ask the namespace's init to stop or resume every member; False when there is no
         init to ask (no namespace, or it never answered: then never again)."""
         command = {signal.SIGSTOP: b"S", signal.SIGCONT: b"C"}.get(signal.Signals(sig))
-        ctl, ack = self._ctl_w, self._ack_r
-        if ctl is None or ack is None or command is None or not self.alive():
-            return False
-        try:
-            os.write(ctl, command)
-            if select.select([ack], [], [], INIT_ANSWER_S)[0] and os.read(ack, 1):
-                return True
-        except OSError:
-            pass
-        self._close_control()
-        return False
+        return command is not None and self._ask_init(command, 1) is not None
+
+    def _ask_init(self, command: bytes, size: int) -> bytes | None:
+        """One order to the namespace's init and its answer of ``size`` bytes; None when there
+        is no init to ask, or it did not answer in time (then it is never asked again)."""
+        with self._init_lock:
+            ctl, ack = self._ctl_w, self._ack_r
+            if ctl is None or ack is None or not self.alive():
+                return None
+            answer = b""
+            try:
+                os.write(ctl, command)
+                deadline = time.monotonic() + INIT_ANSWER_S
+                while len(answer) < size:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not select.select([ack], [], [], left)[0]:
+                        break
+                    got = os.read(ack, size - len(answer))
+                    if not got:
+                        break
+                    answer += got
+            except OSError:
+                pass
+            if len(answer) == size:
+                return answer
+            self._close_control()
+            return None
 
     def _close_control(self) -> None:
         for fd in (self._ctl_w, self._ack_r):

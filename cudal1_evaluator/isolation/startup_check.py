@@ -17,7 +17,10 @@ import site
 import sys
 from functools import cache
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from cudal1_evaluator.isolation.confine import Confinement
 
 CONFIG_NAME = "sandbox.json"  # next to the job file, written by the parent
 EXIT_SETUP = 78  # EX_CONFIG: the child refused to start
@@ -157,3 +160,12 @@ def child_start(job_path: str) -> None:
         if entered is not None:
             state.layers.update(entered.layers)
             state.missing.update(entered.missing)
+            _drop_capabilities(state)
+
+
+def _drop_capabilities(state: Confinement) -> None:
+    """In a candidate-mode child's work process, after every other layer (they need them)."""
+    from cudal1_evaluator.isolation import capabilities
+
+    dropped, what = capabilities.drop_all()
+    (state.layers if dropped else state.missing)[capabilities.LAYER] = what

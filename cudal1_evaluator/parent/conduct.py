@@ -323,6 +323,7 @@ class Conductor:
         grew = after.ns - before.ns
         why = (f"ran {grew / 1e6:.2f} ms" if abs(grew) > ESCAPE_NS else
                "started or ended a thread or process" if after.tasks != before.tasks else
+               "created a thread or process" if after.last_pid != before.last_pid else
                "did not stay stopped" if not (before.stopped and after.stopped) else "")
         if why and not any(f.code == "stop_escaped" for f in self.ev.flags):
             self.ev.flags.append(Flag("stop_escaped", STOP_ESCAPED.format(why=why), "reject"))

@@ -229,3 +229,69 @@ def test_proc_shows_only_the_namespace(tmp_path: Path) -> None:
     assert seen["own"] == 2  # PID 1 is the namespace's own init, trusted
     assert me not in seen["pids"] and len(seen["pids"]) < 10, seen["pids"]
     assert "PATH=" not in str(seen["environ"]), "the parent's environment was readable"
+
+
+def test_the_candidate_holds_no_capability_and_every_task_it_creates_is_counted(
+        tmp_path: Path) -> None:
+    """A process created and reaped by the kernel at once (``SIGCHLD`` ignored) leaves its CPU
+    time on no clock the parent reads, and is gone before a second look at the task list: the
+    namespace's last PID, read by its init, still moves. The candidate cannot set it back: it
+    holds no capability, not even as root."""
+    source = _candidate("""
+    import signal
+    status = Path('/proc/self/status').read_text().splitlines()
+    seen = {"cap_eff": next(l.split()[1] for l in status if l.startswith('CapEff:'))}
+    try:
+        Path('/proc/sys/kernel/ns_last_pid').write_text('1')
+        seen["wrote_last_pid"] = "yes"
+    except OSError as exc:
+        seen["wrote_last_pid"] = repr(exc)
+    (OUT / "ready.json").write_text(json.dumps(seen))
+    for _ in range(400):
+        if (OUT / "go").exists():
+            break
+        time.sleep(0.05)
+    import subprocess, types
+    # the guard's audit hook refuses Popen: a native spawn is what it cannot see
+    subprocess.sys = types.SimpleNamespace(**{**vars(sys), "audit": lambda *a: None})
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps them: no cutime
+    for _ in range(3):
+        subprocess.Popen([sys.executable, "-S", "-c", "pass"])
+    time.sleep(1.0)
+    (OUT / "forked").write_text("")
+    for _ in range(400):
+        if (OUT / "release").exists():
+            break
+        time.sleep(0.05)
+    (OUT / "report.json").write_text("{}")
+    """)
+    child, text, cache = _start(tmp_path, source)
+    result: list[sandbox.Outcome] = []
+    runner = threading.Thread(target=lambda: result.append(child.run(text, 60.0)))
+    runner.start()
+
+    def wait_for(name: str) -> Path:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = list(source_dir(cache, source).glob(f"*/{name}"))
+            if found:
+                return found[0]
+            time.sleep(0.05)
+        raise AssertionError(f"the candidate never wrote {name}: {child.stderr_tail()}")
+
+    try:
+        seen = json.loads(wait_for("ready.json").read_text())
+        before = child.last_pid()
+        assert before is not None, "no init answered"
+        (wait_for("ready.json").parent / "go").write_text("")
+        wait_for("forked")
+        after = child.last_pid()
+    finally:
+        for keyed in source_dir(cache, source).glob("*"):
+            (keyed / "go").write_text("")
+            (keyed / "release").write_text("")
+        runner.join(60)
+    assert int(seen["cap_eff"], 16) == 0, seen
+    assert seen["wrote_last_pid"] != "yes", seen
+    assert after is not None and after >= before + 3, (before, after)
+    assert result and result[0].payload is not None, result and result[0].stderr_tail
