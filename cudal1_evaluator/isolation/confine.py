@@ -22,6 +22,7 @@ import ctypes
 import os
 import stat
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,12 +60,14 @@ def private_dirs() -> tuple[str, ...]:
     return _STATE.private if _STATE is not None else ()
 
 
-def apply(writable: list[str], *, private: list[str], layers: str = "auto") -> Confinement:
+def apply(writable: list[str], *, private: list[str], layers: str = "auto",
+          fixed_size: Sequence[str] = ()) -> Confinement:
     """Confine this process (call it once, single-threaded, before importing anything big).
 
     ``layers``: ``auto``; ``uid`` (``auto`` plus a separate uid when root); ``mountns`` (skip
     landlock, for tests of the fallback); ``bwrap``
-    (the parent wrapped the child already); ``off``."""
+    (the parent wrapped the child already); ``off``. ``fixed_size``: writable dirs whose
+    files may not be truncated (the exchange dirs: the referee maps their files)."""
     global _STATE
     state = Confinement(private=tuple(os.path.realpath(p) for p in private),
                         writable=tuple(os.path.realpath(p) for p in writable))
@@ -87,7 +90,7 @@ def apply(writable: list[str], *, private: list[str], layers: str = "auto") -> C
             "off unless CUDAL1_SANDBOX=uid: as root on a GPU host, children as uid "
             f"{SANDBOX_UID} could not write a build cache the app had made")
     if layers != "bwrap":
-        _filesystem(state, writable, use_landlock=layers != "mountns")
+        _filesystem(state, writable, use_landlock=layers != "mountns", fixed_size=fixed_size)
     _STATE = state
     return state
 
@@ -192,10 +195,11 @@ def _hand_over(path: Path) -> None:
             _hand_over(child)
 
 
-def _filesystem(state: Confinement, writable: list[str], *, use_landlock: bool) -> None:
+def _filesystem(state: Confinement, writable: list[str], *, use_landlock: bool,
+                fixed_size: Sequence[str] = ()) -> None:
     dirs = [*writable, *_device_dirs()]
-    if use_landlock:
-        done, why = landlock.restrict_writes(dirs)
+    if use_landlock:  # /dev holds the exchange dirs (/dev/shm): no truncation beneath it either
+        done, why = landlock.restrict_writes(dirs, fixed_size=[*fixed_size, "/dev"])
         if done:
             state.layers["files"] = f"landlock {done}: writes only to {len(writable)} dirs"
             state.landlocked = True

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+from collections.abc import Sequence
 
 _SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
 _CREATE_RULESET_VERSION = 1
@@ -62,9 +63,12 @@ def _handled_fs(abi: int) -> int:
     return rights
 
 
-def restrict_writes(dirs: list[str], *, network: bool = True) -> tuple[str, str]:
+def restrict_writes(dirs: list[str], *, network: bool = True,
+                    fixed_size: Sequence[str] = ()) -> tuple[str, str]:
     """Allow writes beneath ``dirs`` only (and with ``network``, refuse TCP and scope signals
-    where the ABI can: a stacked layer needs not repeat them).
+    where the ABI can: a stacked layer needs not repeat them). Files beneath ``fixed_size``
+    (also in ``dirs``) may be written but not truncated (ABI 3+): memory the referee maps
+    there cannot be cut short under it (a read past a file's end is a SIGBUS).
     Returns ("ABI n", "") when in force, else ("", why not)."""
     abi, why = abi_version()
     if not abi:
@@ -78,8 +82,9 @@ def restrict_writes(dirs: list[str], *, network: bool = True) -> tuple[str, str]
     if ruleset < 0:
         return "", f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}"
     try:
+        keep = {os.path.realpath(d) for d in fixed_size}
         for path in dict.fromkeys(os.path.realpath(d) for d in dirs):
-            problem = _allow(add_rule, ruleset, path, fs)
+            problem = _allow(add_rule, ruleset, path, fs & ~_TRUNCATE if path in keep else fs)
             if problem:
                 return "", problem
         libc = ctypes.CDLL(None, use_errno=True)

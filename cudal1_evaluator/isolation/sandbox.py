@@ -214,7 +214,8 @@ class Child:
             plan["control"] = [str(fd) for fd in control]
         startup_check.write_config(
             self.root, writable=self.writable, private=private, layers=layers,
-            python_path=env.get("PYTHONPATH", ""), namespace=plan)
+            python_path=env.get("PYTHONPATH", ""), namespace=plan,
+            fixed_size=[os.path.realpath(p) for p in self._own_dirs])
         self.key = channel.new_key()
         self._result_r, result_w = os.pipe()
         self._progress_r, progress_w = os.pipe()

@@ -114,9 +114,10 @@ def differences(recorded: StartupRecord) -> list[str]:
 
 
 def write_config(root: Path, *, writable: list[str], private: list[str], layers: str,
-                 python_path: str, namespace: dict[str, list[str]] | None = None) -> None:
+                 python_path: str, namespace: dict[str, list[str]] | None = None,
+                 fixed_size: list[str] | None = None) -> None:
     config = {"record": record(python_path), "writable": writable, "private": private,
-              "layers": layers, "namespace": namespace}
+              "layers": layers, "namespace": namespace, "fixed_size": fixed_size or []}
     (root / CONFIG_NAME).write_text(json.dumps(config), encoding="utf-8")
 
 
@@ -156,7 +157,8 @@ def child_start(job_path: str) -> None:
         entered = namespaces.enter(plan) if isinstance(plan, dict) else None
         state = confine.apply(list(config.get("writable", [])),
                               private=list(config.get("private", [])),
-                              layers=str(config.get("layers", "auto")))
+                              layers=str(config.get("layers", "auto")),
+                              fixed_size=list(config.get("fixed_size", [])))
         if entered is not None:
             state.layers.update(entered.layers)
             state.missing.update(entered.missing)

@@ -128,6 +128,23 @@ def _signal(running: Running, sig: signal.Signals) -> None:
         running.child.signal_all(sig)
 
 
+def _file_sizes(slots: object) -> dict[str, int]:
+    """Each host file of a pool's description, with its size now (just made by the referee)."""
+    sizes = {}
+    for slot in slots if isinstance(slots, list) else []:
+        for desc in [*slot.get("inputs", []), *slot.get("outputs", [])]:
+            if desc.get("kind") == "file":
+                sizes[str(desc["path"])] = _size(str(desc["path"]))
+    return sizes
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
+
+
 def _seed() -> int:
     return int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
 
@@ -175,6 +192,7 @@ class Conductor:
         self._window_end_us = 0
         self.candidate_ran = False  # the candidate's code has been imported (``build``)
         self.alone_shared = False  # the alone windows were kept beside other work
+        self._shared_sizes: dict[str, int] = {}  # the candidate's exchange files, as made
 
     @property
     def wrk(self) -> Running:
@@ -216,6 +234,9 @@ class Conductor:
             return self.ref.peer.request(message, self.job.timeout_s, self.ref.alive)
         except PeerGone as exc:
             self.ev.referee_error = self.ev.referee_error or str(exc)
+            cut = self._shared_files_cut()
+            if cut and not any(f.code == "shared_file_cut" for f in self.ev.flags):
+                self.ev.flags.append(Flag("shared_file_cut", cut, "reject"))
             raise
 
     def _ask_runner(self, side: str, message: Mapping[str, object]) -> Reply:
@@ -262,7 +283,21 @@ class Conductor:
         runner = self.runners[side]
         reply = self._ask_referee({"op": "pool", "runner": RUNNER[side], "calls": calls,
                                    "xdir": str(runner.xdir)})
+        if side == "candidate":
+            self._shared_sizes = _file_sizes(reply["slots"])
         self._ask_runner(side, {"op": "attach", "slots": reply["slots"]})
+
+    def _shared_files_cut(self) -> str:
+        """Which of the files the referee shares with the candidate's runner are now shorter
+        than the referee made them ("" if none): the referee reading or filling one past its
+        new end dies of SIGBUS. Landlock (ABI 3+) refuses the truncation; this names the
+        culprit where it could not."""
+        cut = [path for path, size in self._shared_sizes.items() if _size(path) < size]
+        if not cut:
+            return ""
+        return (f"{len(cut)} of the {len(self._shared_sizes)} files it shares with the referee "
+                f"were cut short (e.g. {os.path.basename(cut[0])}): the referee, reading past "
+                "their end, was killed")
 
     def _window(self, side: str, ids: list[int]) -> Burst:
         """One trusted window: from the fresh sets becoming visible to the runner (the

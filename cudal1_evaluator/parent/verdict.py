@@ -114,6 +114,8 @@ def _status(report: WorkerReport | None, ev: Evidence, flags: list[Flag]) -> tup
         return "compile_error", False
     if report is not None and report.error_kind == "blocked":
         return "rejected", False
+    if any(f.code == "shared_file_cut" for f in flags):  # the referee died of it
+        return "rejected", False
     if (report is not None and report.error_kind) or ev.referee_error:
         return "runtime_error", False
     correct = bool(ev.trials) and all(t.ok for t in ev.trials) and ev.recheck.mismatches == 0
