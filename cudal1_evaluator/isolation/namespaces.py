@@ -112,11 +112,19 @@ def _under(path: str, base: str) -> bool:
     return path == base or path.startswith(base.rstrip(os.sep) + os.sep)
 
 
-def _interpreter_dirs() -> list[str]:
-    """What the interpreter reads: its prefixes, its executable's dir and ``sys.path``."""
+_SEARCH_PATHS = ("PYTHONPATH", "PATH", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH",
+                 "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")
+_TOOL_DIRS = ("CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX", "VIRTUAL_ENV")
+
+
+def interpreter_dirs() -> list[str]:
+    """What the child reads to run: the interpreter's prefixes, its executable's dir and
+    ``sys.path``, and the tool and library dirs its environment names (compilers, CUDA)."""
     found = [sys.prefix, sys.base_prefix, sys.exec_prefix,
              os.path.dirname(os.path.realpath(sys.executable)), *sys.path,
-             *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+             *(os.environ.get(name, "") for name in _TOOL_DIRS)]
+    for name in _SEARCH_PATHS:
+        found += os.environ.get(name, "").split(os.pathsep)
     return [os.path.realpath(p) for p in found if p and os.path.isdir(p)]
 
 
@@ -125,7 +133,7 @@ def _binds(hide: list[str], keep: list[str]) -> list[tuple[str, bool]]:
     inside another of the same kind, a read-only one inside a writable one (the cwd is on
     ``sys.path``), and one that would uncover a hidden place."""
     wanted = [(os.path.realpath(p), True) for p in keep if os.path.isdir(p)]
-    wanted += [(p, False) for p in _interpreter_dirs()]
+    wanted += [(p, False) for p in interpreter_dirs()]
     chosen: list[tuple[str, bool]] = []
     for path, writable in sorted(dict.fromkeys(wanted), key=lambda item: len(item[0])):
         if not any(_under(path, h) for h in hide) or any(_under(h, path) for h in hide):

@@ -9,6 +9,7 @@ the kernel offers neither and ``bwrap`` is installed does the parent wrap the ch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from cudal1_evaluator.isolation import landlock, lifetime
+from cudal1_evaluator.isolation import landlock, lifetime, namespaces
 from cudal1_evaluator.parent.build_cache import build_root_of, default_build_dir, source_dir
 
 _PROBE = """
@@ -98,10 +99,31 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     shm = [] if _on_cuda(job_text, warm_device) else [str(lifetime.SHM_DIR)]
     if shared is not None and not shm and shared == lifetime.SHM_DIR:
         shared = None
-    hide = [tempfile.gettempdir(), *shm,
+    hide = [tempfile.gettempdir(), *shm, *homes(),
             *([str(shared)] if shared is not None else []), *build_roots(job_text), *serve]
     return {"hide": [os.path.realpath(p) for p in dict.fromkeys(hide)],
             "keep": [w for w in writable if w not in serve], "serve": serve}
+
+
+def homes() -> list[str]:
+    """The user's home dirs (keys, tokens, shell history, the app's own sessions), hidden from
+    candidate code: it may read anywhere it is not hidden from, and what it reads can leave in
+    its messages and logs, which are stored and exported. Not where the interpreter itself
+    lives in or above a home (hiding it would hide the interpreter); the dirs the child needs
+    under a home (the interpreter's, its tools', its own) are bound back."""
+    found = {os.path.expanduser("~")}
+    with contextlib.suppress(KeyError, ImportError):
+        import pwd
+
+        found.add(pwd.getpwuid(os.getuid()).pw_dir)
+    cwd = os.path.realpath(os.getcwd())  # on this process's sys.path, not on the child's
+    needed = [d for d in namespaces.interpreter_dirs() if d != cwd]
+    out = []
+    for home in sorted(os.path.realpath(h) for h in found if h):
+        if home != os.sep and os.path.isdir(home) and \
+                not any(home == d or home.startswith(d.rstrip(os.sep) + os.sep) for d in needed):
+            out.append(home)
+    return out
 
 
 def writable_for(mode: str) -> tuple[str, ...]:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import tempfile
 import textwrap
 import threading
 import time
@@ -295,3 +297,29 @@ def test_the_candidate_holds_no_capability_and_every_task_it_creates_is_counted(
     assert seen["wrote_last_pid"] != "yes", seen
     assert after is not None and after >= before + 3, (before, after)
     assert result and result[0].payload is not None, result and result[0].stderr_tail
+
+
+def test_the_users_home_is_hidden_but_the_interpreter_still_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads are not confined by landlock, and what a candidate reads can leave in its
+    messages, which sessions store and export: the user's home (keys, tokens) is covered by
+    an empty tmpfs in the child's view, while what the child needs under it (the interpreter
+    may live there, as with pyenv) is bound back read-only."""
+    home = Path(tempfile.mkdtemp(prefix="cudal1-home-", dir="/var/tmp"))  # not under /tmp
+    try:
+        (home / "secret.txt").write_text("a token")
+        monkeypatch.setenv("HOME", str(home))
+        source = _candidate(f"""
+        seen = {{}}
+        try:
+            seen["secret"] = Path({str(home / "secret.txt")!r}).read_text()
+        except OSError as exc:
+            seen["secret"] = repr(exc)
+        seen["home_listing"] = sorted(os.listdir({str(home)!r}))
+        (OUT / "report.json").write_text(json.dumps(seen))
+        """)
+        seen, _cache = _build(tmp_path, source)
+        assert seen["secret"] != "a token", seen
+        assert seen["home_listing"] == [], seen
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
