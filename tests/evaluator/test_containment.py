@@ -67,6 +67,26 @@ def _start(tmp_path: Path, source: str) -> tuple[sandbox.Child, str, Path]:
     return child, text, tmp_path / "cache"
 
 
+# the end of a candidate that waits for the test's word before it reports (same indent as
+# the bodies given to ``_candidate``)
+_AWAIT_RELEASE = """
+    for _ in range(400):
+        if (OUT / "release").exists():
+            break
+        time.sleep(0.05)
+    (OUT / "report.json").write_text("{}")
+    """
+
+
+def _in_background(child: sandbox.Child, text: str
+                   ) -> tuple[threading.Thread, list[sandbox.Outcome]]:
+    """The child run on a thread, so the test can look at it while it works."""
+    result: list[sandbox.Outcome] = []
+    runner = threading.Thread(target=lambda: result.append(child.run(text, 60.0)))
+    runner.start()
+    return runner, result
+
+
 def _build(tmp_path: Path, source: str) -> tuple[dict[str, object], Path]:
     child, text, cache = _start(tmp_path, source)
     outcome = child.run(text, 60.0)
@@ -137,16 +157,9 @@ def test_a_setsid_escapee_is_stopped_and_dies_with_the_child(tmp_path: Path) -> 
     # the guard's audit hook refuses Popen: a native spawn is what it cannot see
     subprocess.sys = types.SimpleNamespace(**{{**vars(sys), "audit": lambda *a: None}})
     subprocess.Popen([sys.executable, "-S", "-c", {_SLEEPER!r}, {marker!r}]).wait()
-    for _ in range(400):
-        if (OUT / "release").exists():
-            break
-        time.sleep(0.05)
-    (OUT / "report.json").write_text("{{}}")
-    """)
+    """ + _AWAIT_RELEASE)
     child, text, cache = _start(tmp_path, source)
-    result: list[sandbox.Outcome] = []
-    runner = threading.Thread(target=lambda: result.append(child.run(text, 60.0)))
-    runner.start()
+    runner, result = _in_background(child, text)
     try:
         deadline = time.monotonic() + 30
         while not _escapees(marker, child.proc.pid) and time.monotonic() < deadline:
@@ -261,16 +274,9 @@ def test_the_candidate_holds_no_capability_and_every_task_it_creates_is_counted(
         subprocess.Popen([sys.executable, "-S", "-c", "pass"])
     time.sleep(1.0)
     (OUT / "forked").write_text("")
-    for _ in range(400):
-        if (OUT / "release").exists():
-            break
-        time.sleep(0.05)
-    (OUT / "report.json").write_text("{}")
-    """)
+    """ + _AWAIT_RELEASE)
     child, text, cache = _start(tmp_path, source)
-    result: list[sandbox.Outcome] = []
-    runner = threading.Thread(target=lambda: result.append(child.run(text, 60.0)))
-    runner.start()
+    runner, result = _in_background(child, text)
 
     def wait_for(name: str) -> Path:
         deadline = time.monotonic() + 30
