@@ -67,6 +67,21 @@ def _start(tmp_path: Path, source: str) -> tuple[sandbox.Child, str, Path]:
     return child, text, tmp_path / "cache"
 
 
+def _reads(path: Path, listing: Path | None = None) -> str:
+    """A candidate that tries to read ``path`` (and list ``listing``) and reports what it got
+    (``read``: the text or the error; ``listing``)."""
+    return _candidate(f"""
+    seen = {{}}
+    try:
+        seen["read"] = Path({str(path)!r}).read_text()
+    except OSError as exc:
+        seen["read"] = repr(exc)
+    if {str(listing) if listing else ""!r}:
+        seen["listing"] = sorted(os.listdir({str(listing)!r}))
+    (OUT / "report.json").write_text(json.dumps(seen))
+    """)
+
+
 # the end of a candidate that waits for the test's word before it reports (same indent as
 # the bodies given to ``_candidate``)
 _AWAIT_RELEASE = """
@@ -212,14 +227,7 @@ def test_another_childs_job_file_cannot_be_read(tmp_path: Path) -> None:
     other = lifetime.make_owned_temp_dir()
     secret = f"secret-{uuid.uuid4().hex}"
     (other / "job.json").write_text(json.dumps({"candidate_source": secret}))
-    source = _candidate(f"""
-    seen = {{}}
-    try:
-        seen["read"] = Path({str(other / "job.json")!r}).read_text()
-    except OSError as exc:
-        seen["read"] = repr(exc)
-    (OUT / "report.json").write_text(json.dumps(seen))
-    """)
+    source = _reads(other / "job.json")
     try:
         seen, _ = _build(tmp_path, source)
         assert secret not in str(seen["read"]), "another child's job was readable"
@@ -315,17 +323,9 @@ def test_the_users_home_is_hidden_but_the_interpreter_still_runs(
     try:
         (home / "secret.txt").write_text("a token")
         monkeypatch.setenv("HOME", str(home))
-        source = _candidate(f"""
-        seen = {{}}
-        try:
-            seen["secret"] = Path({str(home / "secret.txt")!r}).read_text()
-        except OSError as exc:
-            seen["secret"] = repr(exc)
-        seen["home_listing"] = sorted(os.listdir({str(home)!r}))
-        (OUT / "report.json").write_text(json.dumps(seen))
-        """)
+        source = _reads(home / "secret.txt", listing=home)
         seen, _cache = _build(tmp_path, source)
-        assert seen["secret"] != "a token", seen
-        assert seen["home_listing"] == [], seen
+        assert seen["read"] != "a token", seen
+        assert seen["listing"] == [], seen
     finally:
         shutil.rmtree(home, ignore_errors=True)
