@@ -14,6 +14,8 @@ import ctypes
 import itertools
 import math
 import mmap
+import os
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,9 +66,9 @@ def export_tensor(value: torch.Tensor, directory: Path, device: torch.device
 
 
 def _export_file(value: torch.Tensor, directory: Path) -> tuple[torch.Tensor, SharedFile]:
-    path = directory / f"t{next(_serial)}.bin"
+    path = directory / f"t{next(_serial)}-{secrets.token_hex(8)}.bin"
     numel = value.numel()
-    flat = torch.from_file(str(path), shared=True, size=max(numel, 1), dtype=value.dtype)
+    flat = _new_shared_file(path, max(numel, 1), value.dtype)
     shared = flat[:numel].view(value.shape)
     shared.copy_(value)
     return shared, {"kind": "file", "path": str(path), "dtype": dtype_name(value.dtype),
@@ -85,6 +87,19 @@ def _export_cuda(value: torch.Tensor) -> tuple[torch.Tensor, SharedCuda]:
         "dtype": dtype_name(shared.dtype), "shape": list(shared.shape),
         "strides": list(shared.stride()), "offset": int(shared.storage_offset()),
     }
+
+
+def _new_shared_file(path: Path, numel: int, dtype: torch.dtype) -> torch.Tensor:
+    """A new file at ``path``, mapped shared. The directory is a runner's, and the runner may
+    write there: the name is unpredictable, the file must not exist yet, and a link is never
+    followed (``O_EXCL | O_NOFOLLOW``), so a symbolic link planted by the runner cannot turn
+    the referee's write into a write where the runner may not write. Mapped through the open
+    descriptor, never through the name again."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=numel, dtype=dtype)
+    finally:
+        os.close(fd)
 
 
 def open_shared(desc: SharedDesc, device: torch.device) -> object:

@@ -25,6 +25,29 @@ def test_a_file_description_keeps_its_keys_in_order_and_opens(tmp_path: Path) ->
     assert isinstance(shared, torch.Tensor) and torch.equal(shared, value)
 
 
+def test_a_link_planted_in_the_exchange_dir_is_never_followed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exchange dir is the runner's, and it may write there: a symbolic link waiting at the
+    name of the referee's next file would have turned the referee's write into a write where
+    the runner may not write (red team round 6). The names are unpredictable, and a name that
+    already exists, a link included, is refused rather than followed."""
+    from cudal1_evaluator.wire import tensor_exchange
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep me")
+    value = torch.ones(4)
+    names = {Path(export(value, tmp_path, torch.device("cpu"))[1]["path"]).name  # type: ignore[typeddict-item]
+             for _ in range(2)}
+    assert len(names) == 2 and all(len(n.split("-")[1]) == len("0123456789abcdef.bin")
+                                   for n in names)
+    monkeypatch.setattr("secrets.token_hex", lambda n: "f" * 2 * n)
+    serial = next(tensor_exchange._serial) + 1
+    (tmp_path / f"t{serial}-{'f' * 16}.bin").symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        export(value, tmp_path, torch.device("cpu"))
+    assert victim.read_bytes() == b"keep me"
+
+
 def test_a_value_travels_as_json(tmp_path: Path) -> None:
     _, desc = export(3, tmp_path, torch.device("cpu"))
     assert json.dumps(desc) == '{"kind": "value", "value": 3}'
