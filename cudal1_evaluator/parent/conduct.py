@@ -193,6 +193,7 @@ class Conductor:
         self.candidate_ran = False  # the candidate's code has been imported (``build``)
         self.alone_shared = False  # the alone windows were kept beside other work
         self._shared_sizes: dict[str, int] = {}  # the candidate's exchange files, as made
+        self._quiet: CpuReading | None = None  # the candidate, stopped since its last request
 
     @property
     def wrk(self) -> Running:
@@ -241,10 +242,13 @@ class Conductor:
 
     def _ask_runner(self, side: str, message: Mapping[str, object]) -> Reply:
         """One request to a runner, run alone. After any request of the candidate's but a
-        window (whose check comes after the seal, ``_window``), the GPU must be idle: kernels
+        window (whose check comes after the seal, ``_window``), the candidate is held to a
+        fresh reading once stopped (``_quiet_since``), and the GPU must be idle: kernels
         it queued in an untimed request (a trial, ``describe``) would otherwise run beside
         the reference's next windows, or its alone windows measured again."""
         runner = self.runners[side]
+        if side == "candidate":
+            self._quiet = None  # it runs now: the next reading is the one to hold it to
         try:
             with self._alone(runner):
                 reply = runner.peer.request(message, self.job.timeout_s, runner.alive)
@@ -255,9 +259,10 @@ class Conductor:
                 self.ev.referee_error = self.ev.referee_error or \
                     f"the {side} runner failed: {exc}"
             raise
+        if side == "candidate" and message.get("op") != "burst":
+            self._quiet_since()  # outside any clock; the stop delivered before the probe
         if side == "candidate" and message.get("op") != "burst" and \
                 self.idle_ms is not None:  # a GPU: nothing to probe on a CPU
-            self._candidate_cpu()  # the stop delivered before the probe
             self._window_end_us = gpu_watch.now_us()
             self._gpu_idle(f"its {message.get('op')} request")  # the referee's failures its own
         return reply
@@ -306,7 +311,7 @@ class Conductor:
         GPU the runner's kernels could outlive its stopped process: after every candidate
         window the GPU must be idle (``_gpu_idle``) and the sampled bytes unchanged (the
         referee's ``check``)."""
-        before = self._candidate_cpu()
+        before = self._quiet_since()
         values = self._fill(side, ids)
         self._ask_referee({"op": "flush"})
         if side == "candidate":  # nothing of it ran while its inputs were being filled
@@ -324,6 +329,7 @@ class Conductor:
         if ids:
             self.ev.in_place[side] = int(sealed.get("in_place") or 0)
         if side == "candidate":  # before anything untimed: no GPU work outlives the window
+            self._quiet_since()  # from here on it runs nothing until its next request
             self._gpu_idle()
         else:  # nothing of it ran during another runner's window
             self._no_escape(before)
@@ -346,6 +352,17 @@ class Conductor:
             if reading is None or reading.stopped or time.monotonic() > deadline:
                 return reading
             time.sleep(0.001)
+
+    def _quiet_since(self) -> CpuReading | None:
+        """The reading a stopped candidate is held to: the first one taken once its last
+        request ended. From then until its next request its processes run nothing: not while
+        the referee fills its inputs, not during another runner's window, not while its
+        outputs are placed and checked (finishing unsampled outputs after the seal would be
+        work no clock sees). Every later reading is compared with this one (``_no_escape``),
+        so the allowance for a stop being delivered is spent once, not once a reading."""
+        if self._quiet is None:
+            self._quiet = self._candidate_cpu()
+        return self._quiet
 
     def _no_escape(self, before: CpuReading | None) -> None:
         """A stopped runner runs nothing: while it is stopped its processes' CPU time may not
@@ -827,6 +844,7 @@ class Conductor:
             running.thread.join()
 
     def finish(self) -> None:
+        self._no_escape(self._quiet)  # the last window's outputs placed and checked meanwhile
         self.ev.flags.extend(self.shared.flags())
         for running in self.children():
             _signal(running, signal.SIGCONT)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -323,3 +326,50 @@ def test_the_once_cost_estimate_is_opt_in_and_keyed_apart_in_the_alone_cache() -
     assert pristine_cache.key_of(plain, info) != pristine_cache.key_of(once, info)
     with pytest.raises(ValueError, match="window_cost"):
         evaluate(Job(problem_source="p", candidate_source="c", window_cost="intercept"))
+
+
+_SPINNER = '''
+import torch
+from torch.utils.cpp_extension import load_inline
+
+_ext = load_inline(name="between_requests_spinner", cpp_sources=[r"""
+#include <atomic>
+#include <thread>
+static std::atomic<unsigned long> spins{0};
+long start() {  // a native thread the guard cannot see: it runs whenever the process does
+  std::thread([] { for (;;) spins.fetch_add(1, std::memory_order_relaxed); }).detach();
+  return 0;
+}
+"""], functions=["start"], extra_cflags=["-O1"])
+_ext.start()
+'''
+
+
+def test_a_candidate_that_runs_between_its_requests_is_caught(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a window's seal the candidate is stopped until its next request: its outputs are
+    placed and checked meanwhile, and finishing the unsampled ones then would be work no clock
+    sees. Resumed there (as its own SIGCONT timer would), a native thread runs: the readings
+    before the next fill used to start afresh and saw nothing; each is now held to the one
+    taken once the last request ended (``stop_escaped``)."""
+    from cudal1_evaluator.parent import conduct
+
+    window = conduct.Conductor._window
+    resumed: list[int] = []
+
+    def escape_after_the_seal(self: conduct.Conductor, side: str, ids: list[int]
+                              ) -> conduct.Burst:
+        burst = window(self, side, ids)
+        if side == "candidate" and ids and not resumed:
+            self.wrk.child.signal_all(signal.SIGCONT)  # the escape, then stopped again
+            time.sleep(0.05)
+            self.wrk.child.signal_all(signal.SIGSTOP)
+            resumed.append(1)
+        return burst
+
+    monkeypatch.setattr(conduct.Conductor, "_window", escape_after_the_seal)
+    candidate = LINEAR_PROBLEM.replace("class Model(", "class ModelNew(") + _SPINNER
+    result = evaluate(replace(_job(LINEAR_PROBLEM, candidate), build_dir=str(tmp_path)))
+    assert resumed, "no candidate window ran"
+    assert result.status == "rejected" and result.reward == 0.0, result.message
+    assert "stop_escaped" in {f.code for f in result.flags}, result.message
