@@ -39,7 +39,11 @@ def _last_cap() -> int:
 
 
 def drop_all() -> tuple[bool, str]:
-    """(dropped, what happened): every capability of this process gone, for good."""
+    """(dropped, what happened): every capability of this process gone, for good. A process
+    that holds none (a user without a user namespace of its own) has nothing to drop: its
+    bounding set stays, and no-new-privs (landlock's) keeps a set-uid file from using it."""
+    if not held("CapPrm") and not held("CapAmb"):
+        return True, "none held"
     libc = ctypes.CDLL(None, use_errno=True)
     for cap in range(_last_cap() + 1):
         if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
@@ -52,9 +56,13 @@ def drop_all() -> tuple[bool, str]:
     return True, "none held (bounding, ambient, effective and permitted sets empty)"
 
 
-def held() -> int:
-    """This process's effective capability mask (from ``/proc/self/status``), for checks."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("CapEff:"):
-            return int(line.split()[1], 16)
+def held(which: str = "CapEff") -> int:
+    """One of this process's capability masks (``CapEff``, ``CapPrm``, ``CapAmb``...), from
+    ``/proc/self/status``; 0 where it cannot be read."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(f"{which}:"):
+                return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
     return 0
