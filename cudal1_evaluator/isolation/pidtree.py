@@ -161,6 +161,7 @@ class CpuReading:
     tasks: frozenset[tuple[int, str]] = frozenset()  # (pid, tid) of every live task
     stopped: bool = True  # every live task stopped (or traced)
     last_pid: int | None = None  # the namespace's last PID given out (None: no init to ask)
+    settled: bool = True  # every live task stopped, none still in the kernel (D)
 
 
 def cpu_ns(pids: list[int], reaper: int | None = None) -> CpuReading:
@@ -169,6 +170,7 @@ def cpu_ns(pids: list[int], reaper: int | None = None) -> CpuReading:
     tasks; whether every live task is stopped now. A stopped namespace starts and ends no
     task: a change in ``tasks`` between two readings is a process or thread that ran."""
     total, stopped = _reaped_children_ns(reaper) if reaper is not None else 0, True
+    settled = True
     tasks: set[tuple[int, str]] = set()
     for pid in pids:
         clock = _process_clock_ns(pid)
@@ -185,5 +187,6 @@ def cpu_ns(pids: list[int], reaper: int | None = None) -> CpuReading:
                 continue
             tasks.add((pid, task))
             stopped = stopped and state in (b"T", b"t", b"D")  # D: in the kernel, stops on return
+            settled = settled and state in (b"T", b"t")
         total += clock or 0
-    return CpuReading(total, frozenset(tasks), stopped)
+    return CpuReading(total, frozenset(tasks), stopped, settled=settled)

@@ -76,7 +76,8 @@ STOP_ESCAPED = ("the candidate's processes {why} while they were stopped (a SIGC
                 "own?): work while a window's inputs were filled, or during the reference's "
                 "window, outside the clock")
 ESCAPE_NS = 500_000  # CPU a stopped runner may show (a stop being delivered), at most
-STOP_WAIT_S = 0.2  # a stop takes effect within this
+STOP_WAIT_S = 1.0  # a stop takes effect within this, even on a loaded host
+SETTLE_WAIT_S = 2.0  # on a loaded host, at most this for every task to leave the kernel too
 
 Reuse = Callable[[RefereeInfo], "tuple[list[Burst], float] | None"]
 
@@ -338,18 +339,23 @@ class Conductor:
         return Burst(len(ids), wall_ms, self.handoff_ms())
 
     def _candidate_cpu(self) -> CpuReading | None:
-        """What the candidate's processes have run, read once all are stopped (a stop is
-        delivered asynchronously; not stopped after ``STOP_WAIT_S``: ``stopped`` is False);
+        """What the candidate's processes have run, read once all are stopped and out of the
+        kernel (a stop is delivered asynchronously, and a task stopped in the middle of a
+        system call or a page fault still runs until it returns: on a loaded host that took
+        long enough to read as work while stopped); not stopped after ``STOP_WAIT_S``:
+        ``stopped`` is False; still in the kernel after ``SETTLE_WAIT_S``: read as it is.
         None without a candidate runner."""
         running = self.runners.get("candidate")
         if running is None or not running.alive():
             return None
         reading = None
-        deadline = time.monotonic() + STOP_WAIT_S
+        started = time.monotonic()
         while True:
             with contextlib.suppress(Exception):
                 reading = running.child.cpu_ns()
-            if reading is None or reading.stopped or time.monotonic() > deadline:
+            waited = time.monotonic() - started
+            if reading is None or reading.settled or waited > SETTLE_WAIT_S or \
+                    (not reading.stopped and waited > STOP_WAIT_S):
                 return reading
             time.sleep(0.001)
 
