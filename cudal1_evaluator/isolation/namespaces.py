@@ -108,7 +108,7 @@ class _Mount:
             raise self.fail("mount_setattr read-only")
 
 
-def _under(path: str, base: str) -> bool:
+def under(path: str, base: str) -> bool:
     return path == base or path.startswith(base.rstrip(os.sep) + os.sep)
 
 
@@ -136,9 +136,9 @@ def _binds(hide: list[str], keep: list[str]) -> list[tuple[str, bool]]:
     wanted += [(p, False) for p in interpreter_dirs()]
     chosen: list[tuple[str, bool]] = []
     for path, writable in sorted(dict.fromkeys(wanted), key=lambda item: len(item[0])):
-        if not any(_under(path, h) for h in hide) or any(_under(h, path) for h in hide):
+        if not any(under(path, h) for h in hide) or any(under(h, path) for h in hide):
             continue
-        if not any(_under(path, p) and (w == writable or w) for p, w in chosen):
+        if not any(under(path, p) and (w == writable or w) for p, w in chosen):
             chosen.append((path, writable))
     return chosen
 
@@ -325,7 +325,7 @@ def _private_view(mounts: _Mount, hide: list[str], trees: list[tuple[str, bool, 
 
 
 def _cover(mounts: _Mount, path: str, hide: list[str]) -> None:
-    if any(_under(path, h) and h != path for h in hide):
+    if any(under(path, h) and h != path for h in hide):
         os.makedirs(path, exist_ok=True)  # inside a tmpfs mounted just before
     elif not os.path.isdir(path):
         return

@@ -273,8 +273,7 @@ class Child:
         but not what the children it reaped ran), and whether all of them are stopped now."""
         init = pidtree.namespace_init(self.proc.pid)
         pids = pidtree.descendants(init) if init is not None else self.members()
-        reading = pidtree.cpu_ns(pids or [self.proc.pid], reaper=init)
-        return replace(reading, last_pid=self.last_pid())
+        return pidtree.cpu_ns(pids or [self.proc.pid], reaper=init)
 
     def last_pid(self) -> int | None:
         """The last PID given out in the child's namespace, as its init reads it (None without

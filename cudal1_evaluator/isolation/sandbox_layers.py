@@ -121,7 +121,7 @@ def homes() -> list[str]:
     out = []
     for home in sorted(os.path.realpath(h) for h in found if h):
         if home != os.sep and os.path.isdir(home) and \
-                not any(home == d or home.startswith(d.rstrip(os.sep) + os.sep) for d in needed):
+                not any(namespaces.under(home, d) for d in needed):
             out.append(home)
     return out
 

@@ -262,10 +262,9 @@ class Conductor:
             raise
         if side == "candidate" and message.get("op") != "burst":
             self._quiet_since()  # outside any clock; the stop delivered before the probe
-        if side == "candidate" and message.get("op") != "burst" and \
-                self.idle_ms is not None:  # a GPU: nothing to probe on a CPU
-            self._window_end_us = gpu_watch.now_us()
-            self._gpu_idle(f"its {message.get('op')} request")  # the referee's failures its own
+            if self.idle_ms is not None:  # a GPU: nothing to probe on a CPU
+                self._window_end_us = gpu_watch.now_us()
+                self._gpu_idle(f"its {message.get('op')} request")  # the referee's own failures
         return reply
 
     def _new_sets(self, count: int) -> list[int]:
@@ -356,8 +355,11 @@ class Conductor:
             waited = time.monotonic() - started
             if reading is None or reading.settled or waited > SETTLE_WAIT_S or \
                     (not reading.stopped and waited > STOP_WAIT_S):
-                return reading
+                break
             time.sleep(0.001)
+        # the namespace's last PID once, after its tasks were seen stopped (not every poll:
+        # each is a round trip to the init)
+        return None if reading is None else replace(reading, last_pid=running.child.last_pid())
 
     def _quiet_since(self) -> CpuReading | None:
         """The reading a stopped candidate is held to: the first one taken once its last
