@@ -249,6 +249,8 @@ class Conductor:
         the reference's next windows, or its alone windows measured again."""
         runner = self.runners[side]
         if side == "candidate":
+            if message.get("op") != "burst":  # a window checked it right after the fill
+                self._no_escape(self._quiet)  # nothing ran since its last request ended
             self._quiet = None  # it runs now: the next reading is the one to hold it to
         try:
             with self._alone(runner):
