@@ -164,6 +164,15 @@ class CpuReading:
     settled: bool = True  # every live task stopped, none still in the kernel (D)
 
 
+def at_rest(previous: CpuReading | None, reading: CpuReading) -> bool:
+    """``reading`` may be held as what stopped tasks ran: every task stopped and out of the
+    kernel, and the sweep before it read the same time and tasks. One sweep reads a
+    process's clock before its tasks' states, so a thread still finishing its stop between
+    the two reads is seen stopped without its last run; two equal sweeps rule that out."""
+    return reading.settled and previous is not None and previous.settled and \
+        previous.ns == reading.ns and previous.tasks == reading.tasks
+
+
 def cpu_ns(pids: list[int], reaper: int | None = None) -> CpuReading:
     """The CPU time ``pids`` have run (ns: each process's CPU clock, threads that ended
     included, and what its reaped children ran) plus what ``reaper`` reaped; their live

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import cast
 
 from cudal1_evaluator.isolation import sandbox
-from cudal1_evaluator.isolation.pidtree import CpuReading
+from cudal1_evaluator.isolation.pidtree import CpuReading, at_rest
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 from cudal1_evaluator.parent import gpu_watch, precision, warm
 from cudal1_evaluator.parent.timing_checks import ONCE_SHARE, Burst, means, once_cost
@@ -343,20 +343,23 @@ class Conductor:
         """What the candidate's processes have run, read once all are stopped and out of the
         kernel (a stop is delivered asynchronously, and a task stopped in the middle of a
         system call or a page fault still runs until it returns: on a loaded host that took
-        long enough to read as work while stopped); not stopped after ``STOP_WAIT_S``:
+        long enough to read as work while stopped) and two readings in a row agree (a sweep
+        reads a process's clock before its tasks' states, so a thread that stopped between
+        the two was seen stopped without its last run); not stopped after ``STOP_WAIT_S``:
         ``stopped`` is False; still in the kernel after ``SETTLE_WAIT_S``: read as it is.
         None without a candidate runner."""
         running = self.runners.get("candidate")
         if running is None or not running.alive():
             return None
-        reading = None
+        reading: CpuReading | None = None
         started = time.monotonic()
         while True:
+            previous = reading
             with contextlib.suppress(Exception):
                 reading = running.child.cpu_ns()
             waited = time.monotonic() - started
-            if reading is None or reading.settled or waited > SETTLE_WAIT_S or \
-                    (not reading.stopped and waited > STOP_WAIT_S):
+            if reading is None or at_rest(previous, reading) or \
+                    waited > SETTLE_WAIT_S or (not reading.stopped and waited > STOP_WAIT_S):
                 break
             time.sleep(0.001)
         # the namespace's last PID once, after its tasks were seen stopped (not every poll:

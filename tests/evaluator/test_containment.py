@@ -15,6 +15,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import textwrap
 import threading
@@ -25,7 +27,7 @@ from pathlib import Path
 import pytest
 from evaluator_cases import DIAG_PROBLEM
 
-from cudal1_evaluator.isolation import lifetime, sandbox
+from cudal1_evaluator.isolation import lifetime, pidtree, sandbox
 from cudal1_evaluator.launch import limits_for
 from cudal1_evaluator.parent.build_cache import source_dir
 from cudal1_evaluator.schema import Job
@@ -329,3 +331,28 @@ def test_the_users_home_is_hidden_but_the_interpreter_still_runs(
         assert seen["listing"] == [], seen
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_reading_is_at_rest_only_once_two_sweeps_agree_on_a_stopped_process() -> None:
+    """A busy process never reads at rest (its clock moves between sweeps); once stopped,
+    the second of two equal sweeps is, and the time it holds stays put."""
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)
+        first = pidtree.cpu_ns([busy.pid])
+        time.sleep(0.05)
+        running = pidtree.cpu_ns([busy.pid])
+        assert not pidtree.at_rest(first, running) and running.ns > first.ns
+        busy.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        previous, reading = None, pidtree.cpu_ns([busy.pid])
+        while not pidtree.at_rest(previous, reading):
+            assert time.monotonic() < deadline, "a stopped process never read at rest"
+            time.sleep(0.01)
+            previous, reading = reading, pidtree.cpu_ns([busy.pid])
+        assert not pidtree.at_rest(None, reading)  # one sweep alone is never enough
+        time.sleep(0.1)
+        assert pidtree.cpu_ns([busy.pid]).ns == reading.ns
+    finally:
+        busy.kill()
+        busy.wait()
