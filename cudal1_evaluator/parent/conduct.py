@@ -351,12 +351,12 @@ class Conductor:
         running = self.runners.get("candidate")
         if running is None or not running.alive():
             return None
+        previous: CpuReading | None = None
         reading: CpuReading | None = None
         started = time.monotonic()
         while True:
-            previous = reading
-            with contextlib.suppress(Exception):
-                reading = running.child.cpu_ns()
+            with contextlib.suppress(Exception):  # a failed read is no second agreeing sweep
+                previous, reading = reading, running.child.cpu_ns()
             waited = time.monotonic() - started
             if reading is None or at_rest(previous, reading) or \
                     waited > SETTLE_WAIT_S or (not reading.stopped and waited > STOP_WAIT_S):
