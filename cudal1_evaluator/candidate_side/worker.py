@@ -75,6 +75,8 @@ class Worker:
         self.init_seed: int | None = None  # from the parent: the referee builds Model with it
         self.timing_checked = False
         self.pool: list[tuple[list[Any], list[Any]]] = []  # the referee's buffers, per slot
+        self.away = False  # host outputs: the parent reads them here (no buffer to copy into)
+        self.keep: list[Any] = []  # copies made for the parent to read, until the next request
         self.held: list[Any] = []  # the last window's outputs, until ``describe``
         self.exporter = Exporter()
 
@@ -102,6 +104,7 @@ class Worker:
         # every check used after the candidate import, bound before it
         self.fn = checks.capture()
         self._copy, self._memmove = torch.Tensor.copy_, ctypes.memmove
+        self._empty = torch.empty
         self.bdir = build_dir_of(self.job, self.h.device)
         self.build_path = str(self.bdir.path)
         stable_sources.install(self.bdir.path)  # the build stage's paths: its build is reused
@@ -224,14 +227,31 @@ class Worker:
         return ([open_shared(d, dev) for d in slot["inputs"]],
                 [open_shared(d, dev) for d in slot["outputs"]])
 
-    def _deliver(self, out: Any, buffers: list[Any], held: list[Any]) -> None:
-        """Hold the output and copy it into the referee's buffers."""
+    def _deliver(self, out: Any, buffers: list[Any], held: list[Any]) -> list[list[int] | None]:
+        """Hold the output; say where each lies in host memory (the parent reads it), or copy
+        it into the referee's buffers."""
         held.append(out)
         items = list(out) if isinstance(out, tuple | list) else [out]
-        if len(items) == len(buffers):
-            for buf, t in zip(buffers, items, strict=True):
-                if copyable(t, buf):
-                    self._into(buf, t)
+        if len(items) != len(buffers):
+            return [None] * len(buffers)
+        if self.away:  # a copy now, as the copy into a buffer was: a trial is untimed
+            return self._host_places(out, buffers, True)
+        for buf, t in zip(buffers, items, strict=True):
+            if copyable(t, buf):
+                self._into(buf, t)
+        return [None] * len(buffers)
+
+    def _host_place(self, t: Any, buf: Any, copy: bool) -> list[int] | None:
+        """Where a host output lies, [address, bytes], kept alive until the next request (a
+        copy first when asked, or when its elements are not one contiguous block)."""
+        if not copyable(t, buf):
+            return None
+        if copy or not t.is_contiguous():  # into fresh memory the way the referee's buffer
+            made = self._empty(t.shape, dtype=t.dtype, device=t.device)  # was filled
+            self._into(made, t)
+            t = made
+        self.keep.append(t)
+        return [int(t.data_ptr()), int(t.numel() * t.element_size())]
 
     def _judge(self, held: list[Any]) -> list[OutputMeta]:
         """Describe the outputs of a sequence of calls, all held to its end (the first one
@@ -258,6 +278,7 @@ class Worker:
         """Open the pool the referee exported for this runner, once (no input values in it
         yet: the referee fills the slots before each window)."""
         self.pool = [self._open(desc) for desc in msg["slots"]]
+        self.away = any(d.get("kind") == "away" for slot in msg["slots"] for d in slot["outputs"])
         for inputs, _outputs in self.pool:
             for value in inputs:
                 populate(value)
@@ -275,6 +296,8 @@ class Worker:
         each."""
         fn, dev, sync = self.fn, self.h.device, self.h.clock.sync
         held: list[Any] = []
+        at: list[list[list[int] | None]] = []
+        self.keep = []
         first = self.cand_calls == 0  # its calls' times are reported (start-up diagnostics)
         with self.h.no_grad():
             for inputs, buffers in self._slots(msg["values"]):
@@ -285,13 +308,16 @@ class Worker:
                 if first:
                     self.rep.phases[f"first trial, call {self.cand_calls}"] = round(
                         time.monotonic() - started, 4)
-                self._deliver(out, buffers, held)
+                at.append(self._deliver(out, buffers, held))
                 del out
             sync()
         metas = self._judge(held)
         after = fn.diff_settings(self.settings0, fn.snapshot_settings())
         self.rep.settings_changed.update(after)
-        return {"outputs": metas, "settings_changed": self.rep.settings_changed}
+        reply: TrialOutputs = {"outputs": metas, "settings_changed": self.rep.settings_changed}
+        if self.away:
+            reply["at"] = at
+        return reply
 
     def burst(self, msg: BurstRequest) -> Delivered:
         """One trusted window: call the module on the fresh sets in slots 0..N-1, say where
@@ -305,6 +331,8 @@ class Worker:
             self.rep.add_flags(self.guard_findings())
         held: list[Any] = []
         self.held = held
+        self.keep = []
+        at: list[list[list[int] | None]] = []
         table: list[str] = []
         index: dict[bytes, int] = {}
         where: list[list[list[int] | None]] = []
@@ -325,7 +353,11 @@ class Worker:
                 if account:
                     t1 = clock()
                     marks.mark()
-                where.append(self._hand_over(out, buffers, held, table, index, copy))
+                if self.away:
+                    held.append(out)
+                    at.append(self._host_places(out, buffers, copy))
+                else:
+                    where.append(self._hand_over(out, buffers, held, table, index, copy))
                 if account:
                     spent["call"] += t1 - t0
                     spent["hand_over"] += clock() - t1
@@ -335,6 +367,8 @@ class Worker:
             self.h.clock.sync()
             spent["sync"] = clock() - t0 if account else 0.0
         reply: Delivered = {"handles": table, "where": where}
+        if self.away:
+            reply["at"] = at
         if account:  # nothing reads it as a time (``benchmarks/window_diag.py`` prints it)
             reply["loop_ms"] = {k: round(v * 1e3, 4) for k, v in spent.items()}
             reply["loop_ms"]["device_allocs"] = self._device_allocs() - allocs
@@ -355,6 +389,13 @@ class Worker:
             if not hasattr(self, "_one"):
                 self._one = torch.zeros(1, device=self.h.device)
             self._one.add_(1)
+
+    def _host_places(self, out: Any, buffers: list[Any], copy: bool) -> list[list[int] | None]:
+        """One call's host outputs: where each lies (``copy``: a copy of it, made now)."""
+        items = list(out) if isinstance(out, tuple | list) else [out]
+        if len(items) != len(buffers):
+            return [None] * len(buffers)
+        return [self._host_place(t, buf, copy) for buf, t in zip(buffers, items, strict=True)]
 
     def _hand_over(self, out: Any, buffers: list[Any], held: list[Any], table: list[str],
                    index: dict[bytes, int], copy: bool) -> list[list[int] | None]:

@@ -68,6 +68,23 @@ def namespace_init(outer: int) -> int | None:
     return None
 
 
+def namespace_worker(outer: int) -> int | None:
+    """The host pid of the child's own work: PID 2 of its namespace (the init's one fork),
+    or ``outer`` itself without a namespace; None when it has ended."""
+    init = namespace_init(outer)
+    if init is None:
+        return outer if _pid_ns(outer) else None
+    for pid in _children(init):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        line = next((x for x in status.splitlines() if x.startswith("NSpid:")), "")
+        if line.split()[-1:] == ["2"]:
+            return pid
+    return None
+
+
 def members(outer: int) -> list[int]:
     """Host pids of every process in the namespace of ``outer``'s child (PID 1 first)."""
     init = namespace_init(outer)

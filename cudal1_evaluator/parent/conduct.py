@@ -32,10 +32,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
-from cudal1_evaluator.isolation import sandbox
+from cudal1_evaluator.isolation import pidtree, sandbox
 from cudal1_evaluator.isolation.pidtree import CpuReading, at_rest
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 from cudal1_evaluator.parent import gpu_watch, precision, warm
+from cudal1_evaluator.parent.output_reader import HostOutputs
 from cudal1_evaluator.parent.timing_checks import ONCE_SHARE, Burst, means, once_cost
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
@@ -195,6 +196,7 @@ class Conductor:
         self.alone_shared = False  # the alone windows were kept beside other work
         self._shared_sizes: dict[str, int] = {}  # the candidate's exchange files, as made
         self._quiet: CpuReading | None = None  # the candidate, stopped since its last request
+        self.host = HostOutputs(job.device == "cpu", referee.child.exchange)
 
     @property
     def wrk(self) -> Running:
@@ -288,11 +290,14 @@ class Conductor:
         """The runner's pool of ``calls`` slots, made by the referee and opened by the runner
         once, outside any window (it holds no input values until a fill)."""
         runner = self.runners[side]
+        worker = pidtree.namespace_worker(runner.child.proc.pid)
+        fields = self.host.pool_fields(worker)
         reply = self._ask_referee({"op": "pool", "runner": RUNNER[side], "calls": calls,
-                                   "xdir": str(runner.xdir)})
+                                   "xdir": str(runner.xdir), **fields})
         if side == "candidate":
             self._shared_sizes = _file_sizes(reply["slots"])
-        self._ask_runner(side, {"op": "attach", "slots": reply["slots"]})
+        slots = self.host.attached(side, worker, reply["slots"]) if fields else reply["slots"]
+        self._ask_runner(side, {"op": "attach", "slots": slots})
 
     def _shared_files_cut(self) -> str:
         """Which of the files the referee shares with the candidate's runner are now shorter
@@ -322,6 +327,7 @@ class Conductor:
         copy = side == "candidate" and self.copy_outputs
         reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy,
                                         "account": self.ACCOUNT_LOOP})
+        self.host.read(side, reply, len(ids))  # host outputs: read in by us, on the clock
         handles, sampled = seal_words(reply.get("handles"), reply.get("where"),
                                       sampled_calls(len(ids), self._draw))
         sealed = self._ask_referee({"op": "seal", "runner": RUNNER[side], "handles": handles,
@@ -441,7 +447,8 @@ class Conductor:
         return self.shared.overlapped(self._window_end_us)
 
     def _check(self, side: str, ids: list[int]) -> list[CheckResult]:
-        reply = self._ask_referee({"op": "check", "runner": RUNNER[side], "sets": ids})
+        reply = self._ask_referee({"op": "check", "runner": RUNNER[side], "sets": ids,
+                                   "overwritten": self.host.overwritten.get(side, [])})
         return cast(list[CheckResult], reply["results"])  # the trusted referee's reply
 
     def _xdirs(self) -> None:
@@ -606,6 +613,7 @@ class Conductor:
             ids = self._new_sets(1)
             values = self._fill("candidate", ids * 2)  # one set in slots 0 and 1
             reply = self._ask_runner("candidate", {"op": "trial", "values": values})
+            self.host.read("candidate", reply, 2)
             self._settings(reply)
             metas = read_metas(reply.get("outputs"), 2)
             self._ask_referee({"op": "seal", "runner": RUNNER["candidate"],
@@ -724,13 +732,21 @@ class Conductor:
             if side == "candidate":
                 results = self._check("candidate", ids)
         retimed = any(r.get("reused") for r in results) and not self.copy_outputs
-        if retimed:  # this round's candidate window too: only its last call could be checked
-            self._time_again_with_copies()
         self._release(ids)
+        claimed = False
         for side in self.runners:
             described = self._ask_runner(side, {"op": "describe"})
             if side == "candidate":
-                self._output_flags(read_metas(described.get("outputs"), sizes[side]))
+                metas = read_metas(described.get("outputs"), sizes[side])
+                claimed = any(m.get("reused") for m in metas)
+                self._output_flags(metas)
+        if claimed and self.host.readers and not self.copy_outputs:
+            # host outputs read after the window: one the candidate says a later call freed
+            # or overwrote was gone by then. Its word only makes it copy (slower); every
+            # call of every later window is still checked
+            retimed, results = True, [r for r in results if r.get("ok")]
+        if retimed:  # this round's candidate window too: only its last call could be checked
+            self._time_again_with_copies()
         self._mutation_flags(results)
         self._trusted_output_flags(results)
         self._recheck(results)
@@ -859,6 +875,7 @@ class Conductor:
     def finish(self) -> None:
         self._no_escape(self._quiet)  # the last window's outputs placed and checked meanwhile
         self.ev.flags.extend(self.shared.flags())
+        self.host.close()
         for running in self.children():
             _signal(running, signal.SIGCONT)
             with contextlib.suppress(PeerGone):

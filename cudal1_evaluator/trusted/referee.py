@@ -75,14 +75,14 @@ class Pool:
     with fresh input sets and poisons the outputs; opening the buffers is no part of a window."""
 
     def __init__(self, inputs: list[Any], outputs: list[torch.Tensor], calls: int,
-                 xdir: Path, dev: torch.device) -> None:
+                 xdir: Path, dev: torch.device, out_dir: Path | None = None) -> None:
         self.inputs: list[list[Any]] = []
         self.outputs: list[list[torch.Tensor]] = []
         self.descs: list[SlotDesc] = []
         self.files: list[str] = []
         for _ in range(calls):
             pairs = [export(x, xdir, dev) for x in inputs]
-            outs = [export_tensor(poisoned_like(t), xdir, dev) for t in outputs]
+            outs = [export_tensor(poisoned_like(t), out_dir or xdir, dev) for t in outputs]
             self.inputs.append([p[0] for p in pairs])
             self.outputs.append([o[0] for o in outs])
             self.descs.append({"inputs": [p[1] for p in pairs], "outputs": [o[1] for o in outs]})
@@ -182,8 +182,9 @@ class Referee:
         old = self.pools.pop(runner, None)
         if old is not None:
             old.remove()
+        out_dir = msg.get("out_dir")  # host outputs kept where no runner can map them
         made = Pool(self.probe, self.templates, int(msg["calls"]), Path(str(msg["xdir"])),
-                    self.h.device)
+                    self.h.device, Path(out_dir) if out_dir else None)
         self.pools[runner] = made
         for desc in made.descs:  # our own memory is never a runner's output
             for shared in [*desc["inputs"], *desc["outputs"]]:
@@ -282,7 +283,7 @@ class Referee:
         if window.changed:
             return {"results": [self._changed() for _ in calls]}
         late = window.late()
-        reused = window.reused(self.placer)
+        reused = window.reused(self.placer) | _calls(msg.get("overwritten"))  # host: the parent's
         pool = self.pools[window.runner]
         for j, made in calls:
             if made.expected is None:
@@ -352,3 +353,8 @@ def run(job: Job, peer: Peer) -> WorkerReport:
     report.phase = "done" if not report.error_kind else report.phase
     report.busy_s = round(time.monotonic() - started, 3)
     return report
+
+
+def _calls(value: object) -> set[int]:
+    """Call indices the parent found overwritten by a later call (host outputs it read)."""
+    return {j for j in value if type(j) is int} if isinstance(value, list) else set()

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from cudal1_evaluator.wire.cuda_ipc import HANDLE_BYTES, Mapper, view_at
-from cudal1_evaluator.wire.delivery import MAX_HANDLES, SAMPLED_CALLS, is_index
+from cudal1_evaluator.wire.delivery import MAX_HANDLES, SAMPLED_CALLS, is_index, overwritten
 
 SAMPLES = 256  # bytes read per output at the seal, at places the runner cannot predict
 Key = tuple[object, ...]
@@ -118,19 +118,7 @@ class WindowSeal:
             for p in self.call(placer, j):  # mapped memory by where it is mapped, not by the
                 memory = ("mem", p.source.data_ptr()) if p.key[0] == "ipc" else p.key  # handle
                 spans.setdefault(memory, []).append((p.start, p.start + max(p.length, 1), j))
-        earlier: set[int] = set()
-        for items in spans.values():
-            items.sort()
-            cluster: set[int] = set()
-            end = -1
-            for start, stop, j in items:  # overlapping spans: all but the last call to write
-                if start >= end:
-                    earlier |= cluster - {max(cluster, default=-1)}
-                    cluster = set()
-                cluster.add(j)
-                end = max(end, stop)
-            earlier |= cluster - {max(cluster, default=-1)}
-        return earlier
+        return set().union(*(overwritten(items) for items in spans.values()))
 
     def memory(self) -> set[Key]:
         return {p.key for call in self.placed.values() for p in call} | \

@@ -13,6 +13,7 @@ once the clock has stopped and before anything is compared, gets all of it.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from typing import Any
 
 SAMPLED_CALLS = 2  # calls of a window whose outputs the seal reads, besides the last
@@ -63,3 +64,19 @@ def _renumber(entry: Any, table: list[Any], renumbered: dict[int, int],
         else:
             out.append(None)  # not a place in the table: the output counts as not delivered
     return out
+
+
+def overwritten(spans: Iterable[tuple[int, int, int]]) -> set[int]:
+    """The calls whose output memory a later call's output overlaps, from ``(start, stop,
+    call)`` spans in one address space: in each run of overlapping spans, every call but the
+    last to write."""
+    earlier: set[int] = set()
+    cluster: set[int] = set()
+    end = -1
+    for start, stop, j in sorted(spans):
+        if start >= end:
+            earlier |= cluster - {max(cluster, default=-1)}
+            cluster = set()
+        cluster.add(j)
+        end = max(end, stop)
+    return earlier | (cluster - {max(cluster, default=-1)})

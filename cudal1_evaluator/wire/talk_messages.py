@@ -8,7 +8,7 @@ from the trusted parent; a reply from the worker is untrusted and is read with
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from cudal1_evaluator.verdict_details import DeviceInfo, SettingsChanged, ToleranceInfo
 
@@ -46,7 +46,17 @@ class SharedCuda(TypedDict):
     offset: int
 
 
-SharedDesc = SharedValue | SharedFile | SharedCuda
+class SharedAway(TypedDict):
+    """An output buffer the runner never sees (host outputs): it says where each output lies
+    in its own memory, and the parent reads it (``parent/output_reader.py``)."""
+
+    kind: Literal["away"]
+    dtype: str
+    shape: list[int]
+    numel: int
+
+
+SharedDesc = SharedValue | SharedFile | SharedCuda | SharedAway
 
 
 class SlotDesc(TypedDict):
@@ -119,6 +129,7 @@ class PoolRequest(TypedDict):
     runner: int
     calls: int
     xdir: str  # the runner's own exchange dir (host tensors)
+    out_dir: NotRequired[str]  # the referee's own dir, for host outputs the parent reads in
 
 
 class PoolSlots(TypedDict):
@@ -164,6 +175,7 @@ class Check(TypedDict):
     op: Literal["check"]
     runner: int
     sets: list[int]
+    overwritten: NotRequired[list[int]]  # host outputs: calls a later call's output overlaps
 
 
 class Prepare(TypedDict):
@@ -214,9 +226,10 @@ class Trial(TypedDict):
     values: list[list[object]]  # slots 0 and 1: the non-tensor inputs
 
 
-class TrialOutputs(TypedDict):
+class TrialOutputs(TypedDict, total=False):
     outputs: list[OutputMeta]
     settings_changed: SettingsChanged
+    at: list[list[list[int] | None]]  # host outputs: [address, bytes] in the runner's memory
 
 
 class BurstRequest(TypedDict, total=False):
@@ -231,6 +244,7 @@ class Delivered(TypedDict, total=False):
 
     handles: list[str]
     where: list[list[list[int] | None]]
+    at: list[list[list[int] | None]]  # host outputs: [address, bytes] in the runner's memory
     loop_ms: dict[str, float]  # the runner's own account of its loop, when asked (``account``)
 
 

@@ -116,6 +116,8 @@ def open_shared(desc: SharedDesc, device: torch.device) -> object:
         return flat[:numel].view(shape).to(device)
     if desc["kind"] == "cuda":
         return _open_cuda(desc, dtype, shape, device)
+    if desc["kind"] == "away":  # no buffer: a stand-in of its shape and dtype, no memory
+        return torch.empty((), dtype=dtype, device=device).expand(shape)
     raise ValueError(f"unknown shared tensor kind {desc.get('kind')!r}")
 
 

@@ -252,7 +252,8 @@ def test_each_child_runs_alone_while_the_other_serves_a_request(tmp_path: Path) 
             return lambda sig: os.killpg(proc.pid, sig)
 
         referee = Running(SimpleNamespace(proc=procs[0], alive=lambda: True,  # type: ignore[arg-type]
-                                          signal_all=signal_all(procs[0])), ref_peer)
+                                          exchange=tmp_path, signal_all=signal_all(procs[0])),
+                          ref_peer)
         worker = Running(SimpleNamespace(proc=procs[1], root=tmp_path, exchange=tmp_path,  # type: ignore[arg-type]
                                          alive=lambda: True, signal_all=signal_all(procs[1])),
                          wrk_peer)

@@ -1,0 +1,198 @@
+"""Host outputs read out of a runner's memory by the parent: the CPU's in-place delivery.
+
+On a GPU the referee reads each output where the runner's module left it (CUDA IPC). On a CPU
+the referee cannot reach a sibling's memory, and a copy the runner makes into a buffer it can
+map is the candidate's own work: it can make that copy free (compute into the buffer and
+return memory at its address, red team round 7). So the runner only says where each output
+lies, and the parent, an ancestor of every runner (the only process allowed to read their
+memory, ``process_vm_readv``), copies the bytes into the referee's own output buffers, which
+lie in the referee's private exchange dir: no runner can map them. Both sides pay the same
+copy, made by trusted code, inside the window. Nothing the runner says is believed: a place
+of the wrong size, an address it does not own, memory it made unreadable all leave the
+referee's poisoned buffer as it was (the output then fails its check). Torch-free.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cudal1_evaluator.wire.delivery import overwritten
+
+IOV_MAX = 1024  # iovecs one process_vm_readv takes
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_readv = getattr(_libc, "process_vm_readv", None)
+if _readv is not None:
+    _readv.argtypes = [ctypes.c_int, ctypes.POINTER(_Iovec), ctypes.c_ulong,
+                       ctypes.POINTER(_Iovec), ctypes.c_ulong, ctypes.c_ulong]
+    _readv.restype = ctypes.c_ssize_t
+
+
+def may_read(pid: int) -> bool:
+    """Whether this process may read ``pid``'s memory: the syscall exists and the kernel lets
+    it through (ptrace rules, Yama, a seccomp profile). Address 0 is never mapped, so a
+    permitted read fails with EFAULT and a refused one with EPERM (or ENOSYS)."""
+    if _readv is None:
+        return False
+    target = ctypes.create_string_buffer(1)
+    local = (_Iovec * 1)(_Iovec(ctypes.addressof(target), 1))
+    remote = (_Iovec * 1)(_Iovec(0, 1))
+    if _readv(pid, local, 1, remote, 1, 0) >= 0:
+        return True
+    return ctypes.get_errno() == errno.EFAULT
+
+
+@dataclass
+class _Buffer:
+    """One output buffer of the referee's, mapped here."""
+
+    mapped: mmap.mmap
+    anchor: ctypes.c_char | None  # holds the mapping's address (released before the unmap)
+    address: int
+    size: int
+
+
+class OutputReader:
+    """The referee's output buffers of one runner's pool (slot -> outputs), mapped by the
+    parent, and the copy of a window's outputs into them."""
+
+    def __init__(self, slots: list[list[tuple[str, int]]]) -> None:
+        self.slots: list[list[_Buffer]] = [[_map(path, size) for path, size in outputs]
+                                           for outputs in slots]
+
+    def read(self, pid: int, at: Any, calls: int) -> int:
+        """The outputs of calls ``0..calls-1`` from ``pid``'s memory at the places ``at``
+        names ([address, bytes] per output, or None), into the referee's buffers; how many
+        outputs arrived whole."""
+        pairs = [(buf, place) for j in range(min(calls, len(self.slots)))
+                 for buf, place in zip(self.slots[j], _places(at, j), strict=False)
+                 if _fits(place, buf)]
+        whole = 0
+        for start in range(0, len(pairs), IOV_MAX):
+            chunk = pairs[start:start + IOV_MAX]
+            if _copy(pid, chunk) == sum(buf.size for buf, _ in chunk):
+                whole += len(chunk)
+            else:  # one bad place cuts the rest of its chunk short: each alone, to know
+                whole += sum(_copy(pid, [pair]) == pair[0].size for pair in chunk)
+        return whole
+
+    def close(self) -> None:
+        for outputs in self.slots:
+            for buf in outputs:
+                buf.anchor = None
+                buf.mapped.close()
+        self.slots = []
+
+
+def _map(path: str, size: int) -> _Buffer:
+    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        mapped = mmap.mmap(fd, max(size, 1))
+    finally:
+        os.close(fd)
+    anchor = ctypes.c_char.from_buffer(mapped)
+    return _Buffer(mapped, anchor, ctypes.addressof(anchor), size)
+
+
+def _places(at: Any, j: int) -> list[Any]:
+    if not isinstance(at, list) or j >= len(at) or not isinstance(at[j], list):
+        return []
+    return list(at[j])
+
+
+def _fits(place: Any, buf: _Buffer) -> bool:
+    """A place of exactly the buffer's size: [address, bytes], plain non-negative ints."""
+    return (isinstance(place, list) and len(place) == 2
+            and all(type(v) is int and v >= 0 for v in place)
+            and place[1] == buf.size and buf.size > 0)
+
+
+def _copy(pid: int, pairs: list[tuple[_Buffer, list[int]]]) -> int:
+    if _readv is None or not pairs:
+        return 0
+    local = (_Iovec * len(pairs))(*[_Iovec(buf.address, buf.size) for buf, _ in pairs])
+    remote = (_Iovec * len(pairs))(*[_Iovec(place[0], place[1]) for _, place in pairs])
+    return max(0, int(_readv(pid, local, len(pairs), remote, len(pairs), 0)))
+
+
+def _span(place: Any) -> tuple[int, int] | None:
+    if isinstance(place, list) and len(place) == 2 and all(type(v) is int for v in place):
+        return place[0], place[0] + max(place[1], 1)
+    return None
+
+
+class HostOutputs:
+    """The parent's side of host delivery for one evaluation: the referee's output buffers
+    of each runner kept in the referee's own dir, each window's outputs read in, and which
+    calls a later call overwrote (their outputs share its memory). Off on a GPU, and where the
+    kernel refuses the parent a runner's memory (then runners copy into buffers they map)."""
+
+    def __init__(self, enabled: bool, referee_dir: Path) -> None:
+        self.enabled = enabled
+        self.referee_dir = referee_dir
+        self.readable: bool | None = None  # decided on the first runner (the reference's)
+        self.readers: dict[str, OutputReader] = {}
+        self.workers: dict[str, int] = {}
+        self.overwritten: dict[str, list[int]] = {}
+        self._dir: Path | None = None
+
+    def pool_fields(self, worker: int | None) -> dict[str, str]:
+        """What a pool request adds: the dir for the outputs, when the parent reads them."""
+        if not self.enabled or worker is None:
+            return {}
+        if self.readable is None:
+            self.readable = may_read(worker)
+        if not self.readable:
+            return {}
+        if self._dir is None:
+            self._dir = self.referee_dir / f"outs-{os.urandom(8).hex()}"
+            self._dir.mkdir(mode=0o700)
+        return {"out_dir": str(self._dir)}
+
+    def attached(self, side: str, worker: int | None, slots: Any) -> Any:
+        """The pool as the runner gets it: each output buffer replaced by its description
+        alone ("away"); the buffers mapped here."""
+        old = self.readers.pop(side, None)
+        if old is not None:
+            old.close()
+        if worker is None or not isinstance(slots, list):
+            return slots
+        self.readers[side] = OutputReader([[(str(d["path"]), _bytes(d))
+                                            for d in slot["outputs"]] for slot in slots])
+        self.workers[side] = worker
+        return [{"inputs": slot["inputs"],
+                 "outputs": [{"kind": "away", "dtype": d["dtype"], "shape": d["shape"],
+                              "numel": d["numel"]} for d in slot["outputs"]]}
+                for slot in slots]
+
+    def read(self, side: str, reply: Any, calls: int) -> None:
+        """A window's outputs from the runner's memory into the referee's buffers."""
+        reader = self.readers.get(side)
+        if reader is None:
+            return
+        at = reply.get("at") if isinstance(reply, dict) else None
+        reader.read(self.workers[side], at, calls)
+        spans = [(*span, j) for j in range(calls) for place in _places(at, j)
+                 if (span := _span(place)) is not None]
+        self.overwritten[side] = sorted(overwritten(spans))
+
+    def close(self) -> None:
+        for reader in self.readers.values():
+            reader.close()
+        self.readers = {}
+
+
+def _bytes(desc: Any) -> int:
+    """The bytes of a described buffer: its file's size (one element's worth when empty)."""
+    return os.path.getsize(str(desc["path"])) if int(desc["numel"]) > 0 else 0
