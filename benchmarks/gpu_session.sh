@@ -3,7 +3,8 @@
 #   bash benchmarks/gpu_session.sh exploits [CASE...] + corpus [compare_gpu options] + throughput
 #   bash benchmarks/gpu_session.sh tests                      # the gpu-marked tests
 # Steps (joined by "+", run in order, each watching the call's clock, $SECONDS against CALL_S):
-#   exploits [CASE...]  the exploit suite on CUDA (honest cases first), all cases or the named
+#   exploits [CASE...]  the exploit suite on CUDA (honest cases first), all cases or the named;
+#                       EXPLOITS_S=N starts no case after N seconds (time left for the steps after it)
 #   corpus [OPTS...]    the real-kernel corpus beside the independent harness; a run cut by its
 #                       deadline prints the names it measured, for --skip-names in the next call
 #   throughput          a cold build, cached re-evaluations, candidates per minute
@@ -55,7 +56,9 @@ run_step() {
   case "$name" in
     exploits)
       local only=(); [ $# -gt 0 ] && only=(--only "$@")
-      timeout "$(left 10)" python3 tests/exploits/suite.py cuda --deadline-s "$(left 60)" \
+      local cap; cap=$(left 60); [ -n "${EXPLOITS_S:-}" ] && [ "$EXPLOITS_S" -lt "$cap" ] \
+        && cap=$EXPLOITS_S  # EXPLOITS_S: start no case after that many seconds of this step
+      timeout "$(left 10)" python3 tests/exploits/suite.py cuda --deadline-s "$cap" \
         --json "$OUT/exploits_$step.json" "${only[@]}" > "$OUT/exploits_$step.log" 2>&1
       grep -E "^\[|deadline|as expected" "$OUT/exploits_$step.log" | tail -45 ;;
     exploit-shard)
