@@ -77,6 +77,8 @@ class Worker:
         self.pool: list[tuple[list[Any], list[Any]]] = []  # the referee's buffers, per slot
         self.away = False  # host outputs: the parent reads them here (no buffer to copy into)
         self.keep: list[Any] = []  # copies made for the parent to read, until the next request
+        self.last_window: list[Any] = []  # host: the last described window's outputs, held
+        # through the next window, so no new output can lie where they do (the parent checks)
         self.held: list[Any] = []  # the last window's outputs, until ``describe``
         self.exporter = Exporter()
 
@@ -417,6 +419,8 @@ class Worker:
     def describe(self, msg: object) -> JudgedOutputs:
         """The last window's outputs described (after the referee sealed them), then let go."""
         held, self.held = self.held, []
+        if self.away:
+            self.last_window = [*held, *self.keep]
         with self.h.no_grad():
             return {"outputs": self._judge(held)}
 

@@ -70,6 +70,12 @@ REUSED_SEEN = ("the outputs of different calls lie in the same memory: each call
                "buffer the next call overwrites (a CUDA graph's static output?); code that keeps "
                "an output sees it change. Timed again with a copy of every output made before "
                "the next call (its cost is the candidate's), every call checked")
+HELD_OVER = ("an output lies in memory that held an earlier window's output, which the "
+             "runner was still holding: a buffer kept per input and returned again (code that "
+             "keeps an output sees it change). Timed again with a copy of every output made "
+             "before the next call (its cost is the candidate's)")
+COPIES_NOT_MADE = ("timed with copies, an output still lies in memory that held an earlier "
+                   "window's output: the copies asked for were not made")
 LATE_SEEN = ("outputs were still being written after the runner said its calls were done: work "
              "outside the timed window")
 
@@ -613,7 +619,7 @@ class Conductor:
             ids = self._new_sets(1)
             values = self._fill("candidate", ids * 2)  # one set in slots 0 and 1
             reply = self._ask_runner("candidate", {"op": "trial", "values": values})
-            self.host.read("candidate", reply, 2)
+            self.host.read("candidate", reply, 2, window=False)
             self._settings(reply)
             metas = read_metas(reply.get("outputs"), 2)
             self._ask_referee({"op": "seal", "runner": RUNNER["candidate"],
@@ -745,6 +751,8 @@ class Conductor:
             # or overwrote was gone by then. Its word only makes it copy (slower); every
             # call of every later window is still checked
             retimed, results = True, [r for r in results if r.get("ok")]
+        if self.host.held_over.get("candidate"):
+            retimed = self._held_over() or retimed
         if retimed:  # this round's candidate window too: only its last call could be checked
             self._time_again_with_copies()
         self._mutation_flags(results)
@@ -782,6 +790,20 @@ class Conductor:
                 side.pop()
         if self.ev.round_handoff:  # its hand-off with it (the current round's comes after)
             self.ev.round_handoff.pop()
+
+    def _held_over(self) -> bool:
+        """The parent saw an output where the last window's, still held, lay (host
+        outputs): a buffer reused across windows. Rejected (the reward policy's static
+        outputs rule) and timed again with copies; seen again once copying, the copies
+        were not made. True when the windows are to be timed again."""
+        codes = {f.code for f in self.ev.flags}
+        if self.copy_outputs:
+            if "copies_not_made" not in codes:
+                self.ev.flags.append(Flag("copies_not_made", COPIES_NOT_MADE, "reject"))
+            return False
+        if "output_buffer_reused" not in codes:
+            self.ev.flags.append(Flag("output_buffer_reused", HELD_OVER, "reject"))
+        return True
 
     def _time_again_with_copies(self) -> None:
         """Outputs of different calls share memory: only a window's last call could be

@@ -14,6 +14,7 @@ referee's poisoned buffer as it was (the output then fails its check). Torch-fre
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import mmap
@@ -145,6 +146,9 @@ class HostOutputs:
         self.readers: dict[str, OutputReader] = {}
         self.workers: dict[str, int] = {}
         self.overwritten: dict[str, list[int]] = {}
+        self.held_over: dict[str, list[int]] = {}  # calls whose output lies in held memory
+        self._last: dict[str, list[tuple[int, int]]] = {}  # the last window's output spans
+        self._inputs: dict[str, set[tuple[int, int]]] = {}  # the pool's input files (dev, ino)
         self._dir: Path | None = None
 
     def pool_fields(self, worker: int | None) -> dict[str, str]:
@@ -171,13 +175,16 @@ class HostOutputs:
         self.readers[side] = OutputReader([[(str(d["path"]), _bytes(d))
                                             for d in slot["outputs"]] for slot in slots])
         self.workers[side] = worker
+        self._inputs[side] = _file_ids(d for slot in slots for d in slot["inputs"])
         return [{"inputs": slot["inputs"],
                  "outputs": [{"kind": "away", "dtype": d["dtype"], "shape": d["shape"],
                               "numel": d["numel"]} for d in slot["outputs"]]}
                 for slot in slots]
 
-    def read(self, side: str, reply: Any, calls: int) -> None:
-        """A window's outputs from the runner's memory into the referee's buffers."""
+    def read(self, side: str, reply: Any, calls: int, *, window: bool = True) -> None:
+        """A window's outputs from the runner's memory into the referee's buffers; which
+        calls' outputs a later call overwrote, and (``window``) which lie in memory that
+        held the last window's outputs, which the runner holds until this window is read."""
         reader = self.readers.get(side)
         if reader is None:
             return
@@ -186,11 +193,59 @@ class HostOutputs:
         spans = [(*span, j) for j in range(calls) for place in _places(at, j)
                  if (span := _span(place)) is not None]
         self.overwritten[side] = sorted(overwritten(spans))
+        if window:
+            self.held_over[side] = self._held_over(side, spans)
+            self._last[side] = [(start, end) for start, end, _ in spans]
+
+    def _held_over(self, side: str, spans: list[tuple[int, int, int]]) -> list[int]:
+        """Calls whose output overlaps one of the last window's, not where both are the
+        runner's shared mapping of a pool input (an output that is a view of its input lies
+        there in every window; a write into it is the referee's input check's to see)."""
+        last = self._last.get(side, [])
+        hits = [(start, end, j) for start, end, j in spans
+                if any(start < e and s < end for s, e in last)]
+        if not hits:
+            return []
+        inputs = shared_file_spans(self.workers[side], self._inputs.get(side, set()))
+        return sorted({j for start, end, j in hits
+                       if not any(s <= start and end <= e for s, e in inputs)})
 
     def close(self) -> None:
         for reader in self.readers.values():
             reader.close()
         self.readers = {}
+
+
+def _file_ids(descs: Any) -> set[tuple[int, int]]:
+    """(device, inode) of each described exchange file that exists."""
+    found: set[tuple[int, int]] = set()
+    for d in descs:
+        path = d.get("path") if isinstance(d, dict) else None
+        if isinstance(path, str):
+            with contextlib.suppress(OSError):
+                st = os.stat(path)
+                found.add((st.st_dev, st.st_ino))
+    return found
+
+
+def shared_file_spans(pid: int, files: set[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Where ``pid`` maps one of ``files`` shared (``/proc/PID/maps``, the kernel's word:
+    a private, copy-on-write mapping of the same file is not one)."""
+    spans: list[tuple[int, int]] = []
+    try:
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except OSError:
+        return spans
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) < 5 or len(fields[1]) < 4 or fields[1][3] != "s":
+            continue
+        with contextlib.suppress(ValueError):
+            major, minor = (int(x, 16) for x in fields[3].split(":"))
+            if (os.makedev(major, minor), int(fields[4])) in files:
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                spans.append((start, end))
+    return spans
 
 
 def _bytes(desc: Any) -> int:

@@ -1,0 +1,108 @@
+"""The parent reads host outputs out of a runner's memory (real processes, CPU).
+
+A child process stands in for a runner: it fills memory of its own with known bytes, maps a
+file shared and the same file privately, prints where, and waits. The parent side
+(``parent/output_reader.py``) must read exactly the named bytes, leave its buffer as it was
+for a place it cannot trust, and tell a shared mapping of a pool input from a private copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudal1_evaluator.parent import output_reader
+from cudal1_evaluator.parent.output_reader import HostOutputs, OutputReader
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+RUNNER = textwrap.dedent("""
+    import ctypes, json, mmap, os, sys
+    data = ctypes.create_string_buffer(bytes(range(256)) * 16, 4096)
+    fd = os.open(sys.argv[1], os.O_RDWR)
+    shared = mmap.mmap(fd, 4096, mmap.MAP_SHARED)
+    private = mmap.mmap(fd, 4096, mmap.MAP_PRIVATE)
+    def at(m):
+        return ctypes.addressof(ctypes.c_char.from_buffer(m))
+    print(json.dumps({"data": ctypes.addressof(data), "shared": at(shared),
+                      "private": at(private)}), flush=True)
+    sys.stdin.read()
+""")
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[tuple[int, dict[str, int], Path]]:
+    infile = tmp_path / "input.bin"
+    infile.write_bytes(b"\x07" * 4096)
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER, str(infile)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    places = json.loads(proc.stdout.readline())
+    try:
+        yield proc.pid, places, infile
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _buffer(tmp_path: Path, name: str, size: int) -> Path:
+    path = tmp_path / name
+    path.write_bytes(b"\xff" * size)  # poisoned, as the referee leaves its output buffers
+    return path
+
+
+def test_the_parent_may_read_its_childs_memory(runner: tuple[int, dict[str, int], Path]) -> None:
+    pid, _, _ = runner
+    assert output_reader.may_read(pid)
+
+
+def test_named_bytes_are_read_and_a_place_of_the_wrong_size_leaves_the_buffer(
+        runner: tuple[int, dict[str, int], Path], tmp_path: Path) -> None:
+    pid, places, _ = runner
+    good, wrong, unowned = (_buffer(tmp_path, f"out{i}.bin", 4096) for i in range(3))
+    reader = OutputReader([[(str(good), 4096)], [(str(wrong), 4096)], [(str(unowned), 4096)]])
+    at: list[Any] = [[[places["data"], 4096]], [[places["data"], 2048]], [[8, 4096]]]
+    try:
+        assert reader.read(pid, at, 3) == 1
+    finally:
+        reader.close()
+    assert good.read_bytes() == bytes(range(256)) * 16
+    assert wrong.read_bytes() == b"\xff" * 4096  # not its size: never read
+    assert unowned.read_bytes() == b"\xff" * 4096  # not mapped there: the read fails whole
+
+
+def test_only_a_shared_mapping_of_the_file_counts_as_the_input(
+        runner: tuple[int, dict[str, int], Path]) -> None:
+    pid, places, infile = runner
+    st = os.stat(infile)
+    spans = output_reader.shared_file_spans(pid, {(st.st_dev, st.st_ino)})
+    assert any(s <= places["shared"] < e for s, e in spans)
+    assert not any(s <= places["private"] < e for s, e in spans)  # copy-on-write: its own
+
+
+def test_an_output_where_the_last_windows_lay_is_held_over_unless_it_is_the_input(
+        runner: tuple[int, dict[str, int], Path], tmp_path: Path) -> None:
+    pid, places, infile = runner
+    out = _buffer(tmp_path, "out.bin", 4096)
+    referee = tmp_path / "referee"
+    referee.mkdir()
+    host = HostOutputs(True, referee)
+    desc = {"path": str(out), "dtype": "uint8", "shape": [4096], "numel": 4096}
+    host.attached("candidate", pid, [{"inputs": [{"path": str(infile)}], "outputs": [desc]}])
+    try:
+        for name, held_over in (("data", []), ("data", [0]), ("shared", []), ("shared", []),
+                                ("private", []), ("private", [0])):
+            host.read("candidate", {"at": [[[places[name], 4096]]]}, 1)
+            assert host.held_over["candidate"] == held_over, name
+        host.read("candidate", {"at": [[[places["private"], 4096]]]}, 1, window=False)
+        assert host.held_over["candidate"] == [0]  # a trial's read is no window: unchanged
+    finally:
+        host.close()
