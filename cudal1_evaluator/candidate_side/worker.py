@@ -78,7 +78,8 @@ class Worker:
         self.away = False  # host outputs: the parent reads them here (no buffer to copy into)
         self.keep: list[Any] = []  # copies made for the parent to read, until the next request
         self.last_window: list[Any] = []  # host: the last described window's outputs, held
-        # through the next window, so no new output can lie where they do (the parent checks)
+        # through the next window, so no new output can lie where they do (the parent checks),
+        # and freed outside every window, on both sides (their frees are no one's work)
         self.held: list[Any] = []  # the last window's outputs, until ``describe``
         self.exporter = Exporter()
 
@@ -332,6 +333,8 @@ class Worker:
             self.rep.add_flags(self.fn.diff_globals(self.globals0, self.fn.snapshot_globals()))
             self.rep.add_flags(self.guard_findings())
         held: list[Any] = []
+        if self.away:  # nothing is freed inside a window: what is held goes at ``describe``
+            self.last_window += [*self.held, *self.keep]
         self.held = held
         self.keep = []
         at: list[list[list[int] | None]] = []
@@ -418,11 +421,25 @@ class Worker:
 
     def describe(self, msg: object) -> JudgedOutputs:
         """The last window's outputs described (after the referee sealed them), then let go."""
-        held, self.held = self.held, []
+        held = self.held
         if self.away:
-            self.last_window = [*held, *self.keep]
+            self._hold_over()
+        self.held = []
         with self.h.no_grad():
             return {"outputs": self._judge(held)}
+
+    def let_go(self, msg: object) -> Empty:
+        """Host outputs, after a window the parent has read (the reference's, which no
+        ``describe`` follows in the alone phase): as ``describe`` does, outside any window."""
+        self._hold_over()
+        return {}
+
+    def _hold_over(self) -> None:
+        """The window just read is held through the next one, and the one before it freed:
+        the same on both sides, so neither frees or reuses memory the other does not."""
+        if self.held or self.keep:
+            self.last_window = [*self.held, *self.keep]
+            self.held, self.keep = [], []
 
     # -- profile -----------------------------------------------------------------------
     def profile(self) -> None:
@@ -587,7 +604,8 @@ def run(job: Job, channel: WorkerChannel, *, peer: Peer | None = None,
                 "init": worker.idle_after(worker.serve_parent),
                 "attach": worker.idle_after(worker.attach),
                 "trial": worker.idle_after(worker.trial), "burst": worker.burst,
-                "describe": worker.idle_after(worker.describe)}
+                "describe": worker.idle_after(worker.describe),
+                "let_go": worker.idle_after(worker.let_go)}
             serve(peer, handlers, on_error)
         if not report.error_kind and worker.guard is not None:
             with worker.h.no_grad():

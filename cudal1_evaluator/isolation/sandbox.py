@@ -28,7 +28,12 @@ from typing import Any
 
 from cudal1_evaluator.isolation import lifetime, namespaces, pidtree, startup_check
 from cudal1_evaluator.isolation.child_env import scrub_env
-from cudal1_evaluator.isolation.sandbox_layers import namespace_plan, outer_sandbox, sandbox_dirs
+from cudal1_evaluator.isolation.sandbox_layers import (
+    host_allocator_env,
+    namespace_plan,
+    outer_sandbox,
+    sandbox_dirs,
+)
 from cudal1_evaluator.parent import diskcap
 from cudal1_evaluator.wire import channel
 
@@ -201,7 +206,8 @@ class Child:
         self.job_path = self.root / "job.json"
         if job_text is not None:
             self.job_path.write_text(job_text, encoding="utf-8")
-        env = scrub_env(dict(os.environ), home=home, tmpdir=tmp)
+        env = {**scrub_env(dict(os.environ), home=home, tmpdir=tmp),
+               **host_allocator_env(job_text, warm_device)}
         self.writable = sandbox_dirs(self.root, job_text, self._extra_writable, self.mode)
         prefix, layers = outer_sandbox(self.writable)
         private = [os.path.realpath(p) for p in (self.root, *self._own_dirs)]

@@ -81,6 +81,21 @@ def _on_cuda(job_text: str | None, warm_device: str) -> bool:
     return str(device or warm_device).startswith("cuda")
 
 
+HOST_ALLOCATOR = {  # glibc malloc: freed memory kept for reuse, never handed back to the OS
+    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),  # blocks up to 32 MB (its maximum) on the heap
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
+}
+
+
+def host_allocator_env(job_text: str | None, warm_device: str) -> dict[str, str]:
+    """On a CPU, every child's allocator keeps freed memory, as CUDA's caching allocator does
+    on a GPU: otherwise a fresh output costs page faults or not depending on how each
+    process's heap happens to lie (glibc's dynamic thresholds), a cost the two runners do not
+    share and one a candidate could skip by keeping its own buffers. Both sides get the same
+    setting; nothing on CUDA changes."""
+    return {} if _on_cuda(job_text, warm_device) else dict(HOST_ALLOCATOR)
+
+
 def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
                    private: Sequence[str], layers: str,
                    warm_device: str = "") -> dict[str, list[str]] | None:

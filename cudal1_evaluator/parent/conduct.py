@@ -349,6 +349,11 @@ class Conductor:
             self._no_escape(before)
         self._ask_referee({"op": "place", "runner": RUNNER[side],
                            "handles": reply.get("handles"), "where": reply.get("where")})
+        if side == "reference" and side in self.host.readers:
+            # read in already: held through its next window as the candidate's are, and the
+            # ones before freed now, not in its next window (an empty one would take their
+            # frees for a hand-off and take them off every window)
+            self._ask_runner(side, {"op": "let_go"})
         return Burst(len(ids), wall_ms, self.handoff_ms())
 
     def _candidate_cpu(self) -> CpuReading | None:

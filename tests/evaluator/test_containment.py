@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from evaluator_cases import DIAG_PROBLEM
 
-from cudal1_evaluator.isolation import lifetime, pidtree, sandbox
+from cudal1_evaluator.isolation import lifetime, pidtree, sandbox, sandbox_layers
 from cudal1_evaluator.launch import limits_for
 from cudal1_evaluator.parent.build_cache import source_dir
 from cudal1_evaluator.schema import Job
@@ -356,3 +356,16 @@ def test_a_reading_is_at_rest_only_once_two_sweeps_agree_on_a_stopped_process() 
     finally:
         busy.kill()
         busy.wait()
+
+
+def test_a_cpu_child_keeps_freed_memory_as_every_other_child_does(tmp_path: Path) -> None:
+    """Both runners of a CPU evaluation start with the same allocator setting (freed memory
+    kept for reuse, as CUDA's caching allocator does); a CUDA job's children are left as
+    they were."""
+    report, _ = _build(tmp_path, _candidate("""
+    (OUT / "report.json").write_text(json.dumps(
+        {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}))
+    """))
+    assert report == sandbox_layers.HOST_ALLOCATOR
+    assert sandbox_layers.host_allocator_env('{"device": "cuda"}', "") == {}
+    assert sandbox_layers.host_allocator_env(None, "cuda:0") == {}
