@@ -82,7 +82,8 @@ def _on_cuda(job_text: str | None, warm_device: str) -> bool:
 
 
 HOST_ALLOCATOR = {  # glibc malloc: freed memory kept for reuse, never handed back to the OS
-    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),  # blocks up to 32 MB (its maximum) on the heap
+    "MALLOC_MMAP_MAX_": "0",  # every block on the heap, whatever its size (no fresh mapping
+    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),  # to fault in), as blocks up to 32 MB would be
     "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
 }
 

@@ -74,8 +74,9 @@ HELD_OVER = ("an output lies in memory that held an earlier window's output, whi
              "runner was still holding: a buffer kept per input and returned again (code that "
              "keeps an output sees it change). Timed again with a copy of every output made "
              "before the next call (its cost is the candidate's)")
-COPIES_NOT_MADE = ("timed with copies, an output still lies in memory that held an earlier "
-                   "window's output: the copies asked for were not made")
+COPIES_NOT_MADE = ("timed with copies, outputs still share memory with another call's or lie "
+                   "where an earlier window's held output lay: the copies asked for were not "
+                   "made")
 LATE_SEEN = ("outputs were still being written after the runner said its calls were done: work "
              "outside the timed window")
 
@@ -340,6 +341,7 @@ class Conductor:
                                     "sampled": sampled})
         wall_ms = (time.perf_counter_ns() - started) / 1e6
         self._window_end_us = gpu_watch.now_us()
+        self.host.settle(side)  # where the outputs lay, judged off the clock
         if ids:
             self.ev.in_place[side] = int(sealed.get("in_place") or 0)
         if side == "candidate":  # before anything untimed: no GPU work outlives the window
@@ -624,7 +626,8 @@ class Conductor:
             ids = self._new_sets(1)
             values = self._fill("candidate", ids * 2)  # one set in slots 0 and 1
             reply = self._ask_runner("candidate", {"op": "trial", "values": values})
-            self.host.read("candidate", reply, 2, window=False)
+            self.host.read("candidate", reply, 2)
+            self.host.settle("candidate", window=False)
             self._settings(reply)
             metas = read_metas(reply.get("outputs"), 2)
             self._ask_referee({"op": "seal", "runner": RUNNER["candidate"],
@@ -742,6 +745,8 @@ class Conductor:
             bursts[side] = self._window(side, ids[:sizes[side]])
             if side == "candidate":
                 results = self._check("candidate", ids)
+        if self.copy_outputs and any(r.get("reused") for r in results):
+            self._copies_not_made()  # copying, outputs still share memory: no call unchecked
         retimed = any(r.get("reused") for r in results) and not self.copy_outputs
         self._release(ids)
         claimed = False
@@ -801,14 +806,19 @@ class Conductor:
         outputs): a buffer reused across windows. Rejected (the reward policy's static
         outputs rule) and timed again with copies; seen again once copying, the copies
         were not made. True when the windows are to be timed again."""
-        codes = {f.code for f in self.ev.flags}
         if self.copy_outputs:
-            if "copies_not_made" not in codes:
-                self.ev.flags.append(Flag("copies_not_made", COPIES_NOT_MADE, "reject"))
+            self._copies_not_made()
             return False
-        if "output_buffer_reused" not in codes:
+        if "output_buffer_reused" not in {f.code for f in self.ev.flags}:
             self.ev.flags.append(Flag("output_buffer_reused", HELD_OVER, "reject"))
         return True
+
+    def _copies_not_made(self) -> None:
+        """Timed with copies, outputs still share memory or lie where held ones lay: the
+        copies asked for were not made. A reject under every reward policy (under
+        ``static_outputs=full`` a call whose memory a later call took is never compared)."""
+        if "copies_not_made" not in {f.code for f in self.ev.flags}:
+            self.ev.flags.append(Flag("copies_not_made", COPIES_NOT_MADE, "reject"))
 
     def _time_again_with_copies(self) -> None:
         """Outputs of different calls share memory: only a window's last call could be

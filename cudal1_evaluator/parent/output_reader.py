@@ -14,11 +14,13 @@ referee's poisoned buffer as it was (the output then fails its check). Torch-fre
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import ctypes
 import errno
 import mmap
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from typing import Any
 from cudal1_evaluator.wire.delivery import overwritten
 
 IOV_MAX = 1024  # iovecs one process_vm_readv takes
+ADDRESS_END = 1 << 63  # no place at or past this is a user-space address
 
 
 class _Iovec(ctypes.Structure):
@@ -72,13 +75,17 @@ class OutputReader:
         self.slots: list[list[_Buffer]] = [[_map(path, size) for path, size in outputs]
                                            for outputs in slots]
 
-    def read(self, pid: int, at: Any, calls: int) -> int:
-        """The outputs of calls ``0..calls-1`` from ``pid``'s memory at the places ``at``
-        names ([address, bytes] per output, or None), into the referee's buffers; how many
-        outputs arrived whole."""
-        pairs = [(buf, place) for j in range(min(calls, len(self.slots)))
-                 for buf, place in zip(self.slots[j], _places(at, j), strict=False)
-                 if _fits(place, buf)]
+    def placed(self, at: Any, calls: int) -> list[tuple[int, _Buffer, list[int]]]:
+        """(call, buffer, place) for each output of calls ``0..calls-1`` whose place ``at``
+        names fits its buffer: at most one place an output, whatever the reply holds."""
+        return [(j, buf, place) for j in range(min(calls, len(self.slots)))
+                for buf, place in zip(self.slots[j], _places(at, j), strict=False)
+                if _fits(place, buf)]
+
+    def read(self, pid: int, placed: list[tuple[int, _Buffer, list[int]]]) -> int:
+        """The placed outputs from ``pid``'s memory into the referee's buffers; how many
+        arrived whole."""
+        pairs = [(buf, place) for _, buf, place in placed]
         whole = 0
         for start in range(0, len(pairs), IOV_MAX):
             chunk = pairs[start:start + IOV_MAX]
@@ -113,9 +120,10 @@ def _places(at: Any, j: int) -> list[Any]:
 
 
 def _fits(place: Any, buf: _Buffer) -> bool:
-    """A place of exactly the buffer's size: [address, bytes], plain non-negative ints."""
+    """A place of exactly the buffer's size, not empty: [address, bytes], plain ints that a
+    user-space address can be."""
     return (isinstance(place, list) and len(place) == 2
-            and all(type(v) is int and v >= 0 for v in place)
+            and all(type(v) is int and 0 <= v < ADDRESS_END for v in place)
             and place[1] == buf.size and buf.size > 0)
 
 
@@ -125,12 +133,6 @@ def _copy(pid: int, pairs: list[tuple[_Buffer, list[int]]]) -> int:
     local = (_Iovec * len(pairs))(*[_Iovec(buf.address, buf.size) for buf, _ in pairs])
     remote = (_Iovec * len(pairs))(*[_Iovec(place[0], place[1]) for _, place in pairs])
     return max(0, int(_readv(pid, local, len(pairs), remote, len(pairs), 0)))
-
-
-def _span(place: Any) -> tuple[int, int] | None:
-    if isinstance(place, list) and len(place) == 2 and all(type(v) is int for v in place):
-        return place[0], place[0] + max(place[1], 1)
-    return None
 
 
 class HostOutputs:
@@ -147,8 +149,9 @@ class HostOutputs:
         self.workers: dict[str, int] = {}
         self.overwritten: dict[str, list[int]] = {}
         self.held_over: dict[str, list[int]] = {}  # calls whose output lies in held memory
-        self._last: dict[str, list[tuple[int, int]]] = {}  # the last window's output spans
-        self._inputs: dict[str, set[tuple[int, int]]] = {}  # the pool's input files (dev, ino)
+        self._read: dict[str, list[tuple[int, int, int]]] = {}  # this window's (start, end, call)
+        self._last: dict[str, list[tuple[int, int]]] = {}  # the last window's, merged
+        self._inputs: dict[str, dict[tuple[int, int], int]] = {}  # (dev, ino) -> bytes as made
         self._dir: Path | None = None
 
     def pool_fields(self, worker: int | None) -> dict[str, str]:
@@ -175,38 +178,53 @@ class HostOutputs:
         self.readers[side] = OutputReader([[(str(d["path"]), _bytes(d))
                                             for d in slot["outputs"]] for slot in slots])
         self.workers[side] = worker
-        self._inputs[side] = _file_ids(d for slot in slots for d in slot["inputs"])
+        self._inputs[side] = _file_sizes(d for slot in slots for d in slot["inputs"])
         return [{"inputs": slot["inputs"],
                  "outputs": [{"kind": "away", "dtype": d["dtype"], "shape": d["shape"],
                               "numel": d["numel"]} for d in slot["outputs"]]}
                 for slot in slots]
 
-    def read(self, side: str, reply: Any, calls: int, *, window: bool = True) -> None:
-        """A window's outputs from the runner's memory into the referee's buffers; which
-        calls' outputs a later call overwrote, and (``window``) which lie in memory that
-        held the last window's outputs, which the runner holds until this window is read."""
+    def read(self, side: str, reply: Any, calls: int) -> None:
+        """A window's outputs from the runner's memory into the referee's buffers (on the
+        clock: the copy is the hand-off, the same for both sides)."""
         reader = self.readers.get(side)
         if reader is None:
             return
-        at = reply.get("at") if isinstance(reply, dict) else None
-        reader.read(self.workers[side], at, calls)
-        spans = [(*span, j) for j in range(calls) for place in _places(at, j)
-                 if (span := _span(place)) is not None]
+        placed = reader.placed(reply.get("at") if isinstance(reply, dict) else None, calls)
+        reader.read(self.workers[side], placed)
+        self._read[side] = [(place[0], place[0] + place[1], j) for j, _, place in placed]
+
+    def settle(self, side: str, *, window: bool = True) -> None:
+        """After the clock: which calls' outputs a later call overwrote, and (``window``)
+        which lie where the last window's outputs lay, which the runner still holds. Never
+        raises: what the candidate makes unreadable counts against it."""
+        if side not in self.readers:
+            return
+        spans = self._read.pop(side, [])
         self.overwritten[side] = sorted(overwritten(spans))
-        if window:
+        if not window:
+            return
+        try:
             self.held_over[side] = self._held_over(side, spans)
-            self._last[side] = [(start, end) for start, end, _ in spans]
+        except Exception:  # the runner's maps are the candidate's to shape
+            self.held_over[side] = sorted({j for _, _, j in spans})
+        self._last[side] = _merged((start, end) for start, end, _ in spans)
 
     def _held_over(self, side: str, spans: list[tuple[int, int, int]]) -> list[int]:
-        """Calls whose output overlaps one of the last window's, not where both are the
-        runner's shared mapping of a pool input (an output that is a view of its input lies
-        there in every window; a write into it is the referee's input check's to see)."""
+        """Calls whose output overlaps one of the last window's, except an output inside the
+        bytes a pool input was made with, in the runner's shared mapping of that file (a
+        view of its input lies there in every window; a write into it is the referee's input
+        check's to see)."""
         last = self._last.get(side, [])
-        hits = [(start, end, j) for start, end, j in spans
-                if any(start < e and s < end for s, e in last)]
+        starts = [start for start, _ in last]
+        hits = []
+        for start, end, j in spans:
+            k = bisect.bisect_right(starts, start) - 1  # the last span starting at or before
+            if (k >= 0 and last[k][1] > start) or (k + 1 < len(last) and starts[k + 1] < end):
+                hits.append((start, end, j))
         if not hits:
             return []
-        inputs = shared_file_spans(self.workers[side], self._inputs.get(side, set()))
+        inputs = input_views(self.workers[side], self._inputs.get(side, {}))
         return sorted({j for start, end, j in hits
                        if not any(s <= start and end <= e for s, e in inputs)})
 
@@ -216,36 +234,53 @@ class HostOutputs:
         self.readers = {}
 
 
-def _file_ids(descs: Any) -> set[tuple[int, int]]:
-    """(device, inode) of each described exchange file that exists."""
-    found: set[tuple[int, int]] = set()
+def _file_sizes(descs: Any) -> dict[tuple[int, int], int]:
+    """(device, inode) -> size, of each described exchange file, as the referee made it."""
+    found: dict[tuple[int, int], int] = {}
     for d in descs:
         path = d.get("path") if isinstance(d, dict) else None
         if isinstance(path, str):
             with contextlib.suppress(OSError):
                 st = os.stat(path)
-                found.add((st.st_dev, st.st_ino))
+                found[(st.st_dev, st.st_ino)] = st.st_size
     return found
 
 
-def shared_file_spans(pid: int, files: set[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Where ``pid`` maps one of ``files`` shared (``/proc/PID/maps``, the kernel's word:
-    a private, copy-on-write mapping of the same file is not one)."""
-    spans: list[tuple[int, int]] = []
+def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, disjoint: overlapping or touching spans joined."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def input_views(pid: int, files: dict[tuple[int, int], int]) -> list[tuple[int, int]]:
+    """Where ``pid`` maps the bytes one of ``files`` was made with, shared (``/proc/PID/maps``,
+    the kernel's word: a private, copy-on-write mapping of the same file is not one, nor what
+    a file grew by since). Pieces of one file mapped next to each other are joined."""
     try:
-        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+        lines = Path(f"/proc/{pid}/maps").read_bytes().splitlines()
     except OSError:
-        return spans
+        return []
+    pieces: list[tuple[int, int]] = []
     for line in lines:
         fields = line.split(maxsplit=5)
-        if len(fields) < 5 or len(fields[1]) < 4 or fields[1][3] != "s":
+        if len(fields) < 5 or fields[1][3:4] != b"s":
             continue
         with contextlib.suppress(ValueError):
-            major, minor = (int(x, 16) for x in fields[3].split(":"))
-            if (os.makedev(major, minor), int(fields[4])) in files:
-                start, end = (int(x, 16) for x in fields[0].split("-"))
-                spans.append((start, end))
-    return spans
+            major, minor = (int(x, 16) for x in fields[3].split(b":"))
+            size = files.get((os.makedev(major, minor), int(fields[4])))
+            if size is None:
+                continue
+            start, end = (int(x, 16) for x in fields[0].split(b"-"))
+            offset = int(fields[2], 16)  # the file offset mapped at ``start``
+            end = min(end, start + max(size - offset, 0))
+            if end > start:
+                pieces.append((start, end))
+    return _merged(pieces)
 
 
 def _bytes(desc: Any) -> int:

@@ -117,7 +117,8 @@ class WindowSeal:
         for j in range(len(self.ids)):
             for p in self.call(placer, j):  # mapped memory by where it is mapped, not by the
                 memory = ("mem", p.source.data_ptr()) if p.key[0] == "ipc" else p.key  # handle
-                spans.setdefault(memory, []).append((p.start, p.start + max(p.length, 1), j))
+                if p.length > 0:  # an empty output holds nothing a later call could take
+                    spans.setdefault(memory, []).append((p.start, p.start + p.length, j))
         return set().union(*(overwritten(items) for items in spans.values()))
 
     def memory(self) -> set[Key]:

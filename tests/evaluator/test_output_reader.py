@@ -71,7 +71,7 @@ def test_named_bytes_are_read_and_a_place_of_the_wrong_size_leaves_the_buffer(
     reader = OutputReader([[(str(good), 4096)], [(str(wrong), 4096)], [(str(unowned), 4096)]])
     at: list[Any] = [[[places["data"], 4096]], [[places["data"], 2048]], [[8, 4096]]]
     try:
-        assert reader.read(pid, at, 3) == 1
+        assert reader.read(pid, reader.placed(at, 3)) == 1
     finally:
         reader.close()
     assert good.read_bytes() == bytes(range(256)) * 16
@@ -79,13 +79,27 @@ def test_named_bytes_are_read_and_a_place_of_the_wrong_size_leaves_the_buffer(
     assert unowned.read_bytes() == b"\xff" * 4096  # not mapped there: the read fails whole
 
 
-def test_only_a_shared_mapping_of_the_file_counts_as_the_input(
+def test_a_reply_names_at_most_one_place_an_output_and_none_that_is_no_address(
+        tmp_path: Path) -> None:
+    reader = OutputReader([[(str(_buffer(tmp_path, "out.bin", 16)), 16)]])
+    try:
+        flood: list[Any] = [[[4096 * (i + 1), 16] for i in range(100_000)]]
+        assert len(reader.placed(flood, 1)) == 1
+        for bad in ([1 << 64, 16], [-4096, 16], [4096, 0], [4096.0, 16], [True, 16]):
+            assert reader.placed([[bad]], 1) == []
+    finally:
+        reader.close()
+
+
+def test_only_a_shared_mapping_of_the_bytes_the_input_was_made_with_counts(
         runner: tuple[int, dict[str, int], Path]) -> None:
     pid, places, infile = runner
     st = os.stat(infile)
-    spans = output_reader.shared_file_spans(pid, {(st.st_dev, st.st_ino)})
-    assert any(s <= places["shared"] < e for s, e in spans)
-    assert not any(s <= places["private"] < e for s, e in spans)  # copy-on-write: its own
+    views = output_reader.input_views(pid, {(st.st_dev, st.st_ino): 4096})
+    assert any(s <= places["shared"] < e for s, e in views)
+    assert not any(s <= places["private"] < e for s, e in views)  # copy-on-write: its own
+    made_smaller = output_reader.input_views(pid, {(st.st_dev, st.st_ino): 2048})
+    assert (places["shared"], places["shared"] + 2048) in made_smaller  # not what it grew by
 
 
 def test_an_output_where_the_last_windows_lay_is_held_over_unless_it_is_the_input(
@@ -101,8 +115,10 @@ def test_an_output_where_the_last_windows_lay_is_held_over_unless_it_is_the_inpu
         for name, held_over in (("data", []), ("data", [0]), ("shared", []), ("shared", []),
                                 ("private", []), ("private", [0])):
             host.read("candidate", {"at": [[[places[name], 4096]]]}, 1)
+            host.settle("candidate")
             assert host.held_over["candidate"] == held_over, name
-        host.read("candidate", {"at": [[[places["private"], 4096]]]}, 1, window=False)
+        host.read("candidate", {"at": [[[places["private"], 4096]]]}, 1)
+        host.settle("candidate", window=False)
         assert host.held_over["candidate"] == [0]  # a trial's read is no window: unchanged
     finally:
         host.close()
