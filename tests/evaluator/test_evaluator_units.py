@@ -360,3 +360,14 @@ def test_outputs_of_two_calls_in_one_mapping_are_reused_whatever_handle_names_it
     calls = {j: [Placed(memory[:16], memory, 0, 16, ("ipc", b"handle-%d" % j))] for j in range(3)}
     window = WindowSeal(1, [10, 11, 12], [[]] * 3, [], {}, placed=calls)
     assert window.reused(Placer(torch.device("cpu"))) == {0, 1}
+
+
+def test_empty_outputs_at_one_address_are_not_a_reused_buffer() -> None:
+    """An empty output holds no memory a later call could take: empty outputs of every call
+    at the same address (a zero-size tensor's pointer) are not ``reused``."""
+    from cudal1_evaluator.trusted.sealing import Placed, Placer, WindowSeal
+
+    memory = torch.zeros(64, dtype=torch.uint8)
+    calls = {j: [Placed(memory[:0], memory, 0, 0, ("ipc", b"h"))] for j in range(3)}
+    window = WindowSeal(1, [10, 11, 12], [[]] * 3, [], {}, placed=calls)
+    assert window.reused(Placer(torch.device("cpu"))) == set()
