@@ -341,7 +341,7 @@ class Conductor:
                                     "sampled": sampled})
         wall_ms = (time.perf_counter_ns() - started) / 1e6
         self._window_end_us = gpu_watch.now_us()
-        self.host.settle(side)  # where the outputs lay, judged off the clock
+        self.host.settle(side, copies=copy)  # where the outputs lay, judged off the clock
         if ids:
             self.ev.in_place[side] = int(sealed.get("in_place") or 0)
         if side == "candidate":  # before anything untimed: no GPU work outlives the window

@@ -151,6 +151,7 @@ class HostOutputs:
         self.held_over: dict[str, list[int]] = {}  # calls whose output lies in held memory
         self._read: dict[str, list[tuple[int, int, int]]] = {}  # this window's (start, end, call)
         self._last: dict[str, list[tuple[int, int]]] = {}  # the last window's, merged
+        self._copies: dict[str, bool] = {}  # whether the last window's places were copies
         self._inputs: dict[str, dict[tuple[int, int], int]] = {}  # (dev, ino) -> bytes as made
         self._dir: Path | None = None
 
@@ -194,16 +195,21 @@ class HostOutputs:
         reader.read(self.workers[side], placed)
         self._read[side] = [(place[0], place[0] + place[1], j) for j, _, place in placed]
 
-    def settle(self, side: str, *, window: bool = True) -> None:
+    def settle(self, side: str, *, window: bool = True, copies: bool = False) -> None:
         """After the clock: which calls' outputs a later call overwrote, and (``window``)
-        which lie where the last window's outputs lay, which the runner still holds. Never
-        raises: what the candidate makes unreadable counts against it."""
+        which lie where the last window's outputs lay, which the runner still holds (its own
+        copies when ``copies``: the first window of copies is compared with none, since a
+        candidate may free its own outputs, and those of the window before were its own).
+        Never raises: what the candidate makes unreadable counts against it."""
         if side not in self.readers:
             return
         spans = self._read.pop(side, [])
         self.overwritten[side] = sorted(overwritten(spans))
         if not window:
             return
+        if self._copies.get(side, copies) != copies:
+            self._last.pop(side, None)
+        self._copies[side] = copies
         try:
             self.held_over[side] = self._held_over(side, spans)
         except Exception:  # the runner's maps are the candidate's to shape

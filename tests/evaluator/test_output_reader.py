@@ -120,5 +120,11 @@ def test_an_output_where_the_last_windows_lay_is_held_over_unless_it_is_the_inpu
         host.read("candidate", {"at": [[[places["private"], 4096]]]}, 1)
         host.settle("candidate", window=False)
         assert host.held_over["candidate"] == [0]  # a trial's read is no window: unchanged
+        host.read("candidate", {"at": [[[places["private"], 4096]]]}, 1)
+        host.settle("candidate", copies=True)  # the first window of copies: nothing to compare
+        assert host.held_over["candidate"] == []  # (the candidate may free its own outputs)
+        host.read("candidate", {"at": [[[places["private"], 4096]]]}, 1)
+        host.settle("candidate", copies=True)
+        assert host.held_over["candidate"] == [0]  # copies the runner holds, taken again
     finally:
         host.close()
