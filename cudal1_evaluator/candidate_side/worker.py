@@ -234,11 +234,11 @@ class Worker:
         """Hold the output; say where each lies in host memory (the parent reads it), or copy
         it into the referee's buffers."""
         held.append(out)
+        if self.away:  # a copy now, as the copy into a buffer was: a trial is untimed
+            return self._host_places(out, buffers, True)
         items = list(out) if isinstance(out, tuple | list) else [out]
         if len(items) != len(buffers):
             return [None] * len(buffers)
-        if self.away:  # a copy now, as the copy into a buffer was: a trial is untimed
-            return self._host_places(out, buffers, True)
         for buf, t in zip(buffers, items, strict=True):
             if copyable(t, buf):
                 self._into(buf, t)

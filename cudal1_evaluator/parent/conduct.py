@@ -297,7 +297,7 @@ class Conductor:
         """The runner's pool of ``calls`` slots, made by the referee and opened by the runner
         once, outside any window (it holds no input values until a fill)."""
         runner = self.runners[side]
-        worker = pidtree.namespace_worker(runner.child.proc.pid)
+        worker = pidtree.namespace_worker(runner.child.proc.pid) if self.host.enabled else None
         fields = self.host.pool_fields(worker)
         reply = self._ask_referee({"op": "pool", "runner": RUNNER[side], "calls": calls,
                                    "xdir": str(runner.xdir), **fields})
@@ -809,16 +809,19 @@ class Conductor:
         if self.copy_outputs:
             self._copies_not_made()
             return False
-        if "output_buffer_reused" not in {f.code for f in self.ev.flags}:
-            self.ev.flags.append(Flag("output_buffer_reused", HELD_OVER, "reject"))
+        self._flag_once("output_buffer_reused", HELD_OVER)
         return True
 
     def _copies_not_made(self) -> None:
         """Timed with copies, outputs still share memory or lie where held ones lay: the
         copies asked for were not made. A reject under every reward policy (under
         ``static_outputs=full`` a call whose memory a later call took is never compared)."""
-        if "copies_not_made" not in {f.code for f in self.ev.flags}:
-            self.ev.flags.append(Flag("copies_not_made", COPIES_NOT_MADE, "reject"))
+        self._flag_once("copies_not_made", COPIES_NOT_MADE)
+
+    def _flag_once(self, code: str, reason: str) -> None:
+        """A reject the trusted side saw, once per evaluation (the first reason stands)."""
+        if code not in {f.code for f in self.ev.flags}:
+            self.ev.flags.append(Flag(code, reason, "reject"))
 
     def _time_again_with_copies(self) -> None:
         """Outputs of different calls share memory: only a window's last call could be
@@ -834,11 +837,10 @@ class Conductor:
     def _trusted_output_flags(self, results: list[CheckResult]) -> None:
         """What the referee saw itself: outputs sharing memory across calls, outputs still
         being written after the window closed."""
-        codes = {f.code for f in self.ev.flags}
-        if any(r.get("reused") for r in results) and "output_buffer_reused" not in codes:
-            self.ev.flags.append(Flag("output_buffer_reused", REUSED_SEEN, "reject"))
-        if any(r.get("late") for r in results) and "work_after_window" not in codes:
-            self.ev.flags.append(Flag("work_after_window", LATE_SEEN, "reject"))
+        if any(r.get("reused") for r in results):
+            self._flag_once("output_buffer_reused", REUSED_SEEN)
+        if any(r.get("late") for r in results):
+            self._flag_once("work_after_window", LATE_SEEN)
 
     def _recheck(self, results: list[CheckResult]) -> None:
         rc = self.ev.recheck
