@@ -31,6 +31,7 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -117,23 +118,35 @@ _SEARCH_PATHS = ("PYTHONPATH", "PATH", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH
 _TOOL_DIRS = ("CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX", "VIRTUAL_ENV")
 
 
+def interpreter_prefixes() -> list[str]:
+    """Where the interpreter itself lives: its prefixes and its executable's dir."""
+    found = [sys.prefix, sys.base_prefix, sys.exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable))]
+    return [os.path.realpath(p) for p in found if p and os.path.isdir(p)]
+
+
 def interpreter_dirs() -> list[str]:
     """What the child reads to run: the interpreter's prefixes, its executable's dir and
     ``sys.path``, and the tool and library dirs its environment names (compilers, CUDA)."""
-    found = [sys.prefix, sys.base_prefix, sys.exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable)), *sys.path,
+    found = [*interpreter_prefixes(), *sys.path,
              *(os.environ.get(name, "") for name in _TOOL_DIRS)]
     for name in _SEARCH_PATHS:
         found += os.environ.get(name, "").split(os.pathsep)
     return [os.path.realpath(p) for p in found if p and os.path.isdir(p)]
 
 
-def _binds(hide: list[str], keep: list[str]) -> list[tuple[str, bool]]:
+def _binds(hide: Sequence[str], keep: Sequence[str], read: Sequence[str] = (),
+           sealed: Sequence[str] = ()) -> list[tuple[str, bool]]:
     """(dir, writable) to bind back over the hidden places, outermost first; left out: a dir
     inside another of the same kind, a read-only one inside a writable one (the cwd is on
-    ``sys.path``), and one that would uncover a hidden place."""
+    ``sys.path``), and one that would uncover a hidden place. ``read`` is bound back
+    read-only as named; inside a ``sealed`` place (the evaluator's source checkout) only
+    ``read`` and the interpreter's own prefixes are, not every ``sys.path`` entry there."""
+    prefixes = interpreter_prefixes()
     wanted = [(os.path.realpath(p), True) for p in keep if os.path.isdir(p)]
-    wanted += [(p, False) for p in interpreter_dirs()]
+    wanted += [(os.path.realpath(p), False) for p in read if os.path.isdir(p)]
+    wanted += [(p, False) for p in interpreter_dirs()
+               if not any(under(p, s) for s in sealed) or any(under(p, x) for x in prefixes)]
     chosen: list[tuple[str, bool]] = []
     for path, writable in sorted(dict.fromkeys(wanted), key=lambda item: len(item[0])):
         if not any(under(path, h) for h in hide) or any(under(h, path) for h in hide):
@@ -180,7 +193,8 @@ def enter(plan: dict[str, list[str]]) -> Entered:
         if why:
             raise OSError(why)
         mounts.mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-        trees = [(p, w, _clone(mounts, p, w)) for p, w in _binds(hide, plan.get("keep", []))]
+        binds = _binds(hide, plan.get("keep", []), plan.get("read", []), plan.get("sealed", []))
+        trees = [(p, w, _clone(mounts, p, w)) for p, w in binds]
         serve = {p: os.open(p, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
                  for p in plan.get("serve", []) if os.path.isdir(p)}
     except OSError as exc:  # nothing is hidden yet: PID 1 all the same, the view unchanged

@@ -115,10 +115,32 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     shm = [] if _on_cuda(job_text, warm_device) else [str(lifetime.SHM_DIR)]
     if shared is not None and not shm and shared == lifetime.SHM_DIR:
         shared = None
-    hide = [tempfile.gettempdir(), *shm, *homes(),
+    checkout = source_checkout()
+    hide = [tempfile.gettempdir(), *shm, *homes(), *checkout,
             *([str(shared)] if shared is not None else []), *build_roots(job_text), *serve]
     return {"hide": [os.path.realpath(p) for p in dict.fromkeys(hide)],
-            "keep": [w for w in writable if w not in serve], "serve": serve}
+            "keep": [w for w in writable if w not in serve], "serve": serve,
+            "read": [str(PACKAGE_DIR)] if checkout else [], "sealed": checkout}
+
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # cudal1_evaluator/
+
+
+def source_checkout() -> list[str]:
+    """The dir the evaluator is imported from, when it is a source checkout rather than an
+    installed site dir: hidden, with only the ``cudal1_evaluator`` package (and the interpreter,
+    where a virtual environment lives inside it) bound back, so a candidate lists no README,
+    ``.git`` or ``.env`` of the user's checkout. Not when the interpreter lives at or above it
+    (hiding it would hide the interpreter)."""
+    import site
+
+    root = str(PACKAGE_DIR.parent)
+    site_dirs = {os.path.realpath(p) for p in [*site.getsitepackages(),
+                                               site.getusersitepackages()]}
+    if root == os.sep or root in site_dirs:
+        return []
+    above = [d for d in namespaces.interpreter_prefixes() if namespaces.under(root, d)]
+    return [] if above else [root]
 
 
 def homes() -> list[str]:

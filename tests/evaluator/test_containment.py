@@ -369,3 +369,17 @@ def test_a_cpu_child_keeps_freed_memory_as_every_other_child_does(tmp_path: Path
     assert report == sandbox_layers.HOST_ALLOCATOR
     assert sandbox_layers.host_allocator_env('{"device": "cuda"}', "") == {}
     assert sandbox_layers.host_allocator_env(None, "cuda:0") == {}
+
+
+def test_only_the_evaluator_package_of_a_source_checkout_is_visible(tmp_path: Path) -> None:
+    """The child imports ``cudal1_evaluator`` from the dir it lives in; from a source checkout
+    that dir is the user's checkout (README, ``.git``, perhaps a ``.env``). In the child's view
+    it holds only the package (and the interpreter, where a virtual environment lives there)."""
+    root = sandbox_layers.PACKAGE_DIR.parent
+    if not sandbox_layers.source_checkout():
+        pytest.skip(f"{root} is an installed site dir, not a source checkout")
+    seen, _ = _build(tmp_path, _reads(root / "pyproject.toml", listing=root))
+    assert "cudal1" not in seen["read"], "the checkout's pyproject was readable"
+    venv = {Path(p).relative_to(root).parts[0] for p in (sys.prefix, sys.exec_prefix)
+            if Path(p).is_relative_to(root)}
+    assert set(seen["listing"]) == {"cudal1_evaluator", *venv}, seen["listing"]
