@@ -81,9 +81,15 @@ LATE_SEEN = ("outputs were still being written after the runner said its calls w
              "outside the timed window")
 
 STOP_ESCAPED = ("the candidate's processes {why} while they were stopped (a SIGCONT of their "
-                "own?): work while a window's inputs were filled, or during the reference's "
-                "window, outside the clock")
+                "own?): {when}")
+OUTSIDE_CLOCK = ("work while a window's inputs were filled, or during the reference's window, "
+                 "outside the clock")
+BEHIND_READ = ("work while the parent read its outputs, hidden behind the copy that both sides "
+               "pay")
 ESCAPE_NS = 500_000  # CPU a stopped runner may show (a stop being delivered), at most
+# the same from a look taken as its outputs are read, right after the stop was sent (not yet
+# at rest); what it could hide behind the read is at most this a window (~2 % of its work)
+READ_ESCAPE_NS = 1_000_000
 STOP_WAIT_S = 1.0  # a stop takes effect within this, even on a loaded host
 SETTLE_WAIT_S = 2.0  # on a loaded host, at most this for every task to leave the kernel too
 
@@ -334,6 +340,9 @@ class Conductor:
         copy = side == "candidate" and self.copy_outputs
         reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy,
                                         "account": self.ACCOUNT_LOOP})
+        reading_ns = time.perf_counter_ns()
+        at_read = self._reading_at_read(side)
+        started += time.perf_counter_ns() - reading_ns  # our own look, not the window's
         self.host.read(side, reply, len(ids))  # host outputs: read in by us, on the clock
         handles, sampled = seal_words(reply.get("handles"), reply.get("where"),
                                       sampled_calls(len(ids), self._draw))
@@ -345,7 +354,8 @@ class Conductor:
         if ids:
             self.ev.in_place[side] = int(sealed.get("in_place") or 0)
         if side == "candidate":  # before anything untimed: no GPU work outlives the window
-            self._quiet_since()  # from here on it runs nothing until its next request
+            quiet = self._quiet_since()  # from here on it runs nothing until its next request
+            self._no_escape(at_read, quiet, during_read=True)
             self._gpu_idle()
         else:  # nothing of it ran during another runner's window
             self._no_escape(before)
@@ -357,6 +367,20 @@ class Conductor:
             # frees for a hand-off and take them off every window)
             self._ask_runner(side, {"op": "let_go"})
         return Burst(len(ids), wall_ms, self.handoff_ms())
+
+    def _reading_at_read(self, side: str) -> CpuReading | None:
+        """The candidate's reading as its host outputs are about to be read (stopped since its
+        reply): a runner that resumes itself could otherwise finish outputs while the parent
+        reads the first ones, hiding its work behind the trusted copy. One sweep, not at rest
+        (its stop may still be landing: ``READ_ESCAPE_NS``), and none on a GPU."""
+        running = self.runners.get(side)
+        if side != "candidate" or side not in self.host.readers or running is None:
+            return None
+        try:
+            reading = running.child.cpu_ns()
+        except Exception:  # a runner that cannot be read now is judged at rest, after
+            return None
+        return replace(reading, last_pid=running.child.last_pid())
 
     def _candidate_cpu(self) -> CpuReading | None:
         """What the candidate's processes have run, read once all are stopped and out of the
@@ -396,21 +420,30 @@ class Conductor:
             self._quiet = self._candidate_cpu()
         return self._quiet
 
-    def _no_escape(self, before: CpuReading | None) -> None:
+    def _no_escape(self, before: CpuReading | None, after: CpuReading | None = None, *,
+                   during_read: bool = False) -> None:
         """A stopped runner runs nothing: while it is stopped its processes' CPU time may not
         grow, no task may start or end, and every task must be stopped (a SIGCONT of its own,
         from a timer or anything else, would let it see the inputs of a window before the
-        clock starts, or slow the reference's)."""
-        after = self._candidate_cpu()
-        if before is None or after is None:
+        clock starts, or slow the reference's). ``after``: a reading already taken, else one
+        now. ``during_read``: ``before`` is the look taken as its outputs were read, before
+        its stop settled (``_reading_at_read``)."""
+        if before is None:
+            return
+        after = after if after is not None else self._candidate_cpu()
+        if after is None:
             return
         grew = after.ns - before.ns
-        why = (f"ran {grew / 1e6:.2f} ms" if abs(grew) > ESCAPE_NS else
+        allowed = READ_ESCAPE_NS if during_read else ESCAPE_NS
+        why = (f"ran {grew / 1e6:.2f} ms" if abs(grew) > allowed else
                "started or ended a thread or process" if after.tasks != before.tasks else
                "created a thread or process" if after.last_pid != before.last_pid else
-               "did not stay stopped" if not (before.stopped and after.stopped) else "")
+               "did not stay stopped" if not ((before.stopped or during_read) and after.stopped)
+               else "")
         if why and not any(f.code == "stop_escaped" for f in self.ev.flags):
-            self.ev.flags.append(Flag("stop_escaped", STOP_ESCAPED.format(why=why), "reject"))
+            when = BEHIND_READ if during_read else OUTSIDE_CLOCK
+            self.ev.flags.append(Flag("stop_escaped", STOP_ESCAPED.format(why=why, when=when),
+                                      "reject"))
 
     def handoff_ms(self) -> float:
         """A window's fixed cost (signals, requests, the seal's round trip): the median of

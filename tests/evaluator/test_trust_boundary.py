@@ -374,3 +374,43 @@ def test_a_candidate_that_runs_between_its_requests_is_caught(
     assert resumed, "no candidate window ran"
     assert result.status == "rejected" and result.reward == 0.0, result.message
     assert "stop_escaped" in {f.code for f in result.flags}, result.message
+
+
+def test_a_candidate_that_runs_while_its_outputs_are_read_is_caught(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a CPU the parent reads a window's outputs out of the stopped runner, on the clock.
+    A runner that resumed itself then (its own SIGCONT timer) could finish later outputs while
+    the first are read, hiding its work behind a copy both sides pay (red team round 9). The
+    candidate is held to a look taken as the read starts (``stop_escaped``)."""
+    from cudal1_evaluator.parent import conduct, output_reader
+
+    read = output_reader.HostOutputs.read
+    resumed: list[int] = []
+    current: list[conduct.Conductor] = []
+    window = conduct.Conductor._window
+
+    def remember(self: conduct.Conductor, side: str, ids: list[int]) -> conduct.Burst:
+        current[:] = [self]  # a timed window's read, not a correctness trial's
+        try:
+            return window(self, side, ids)
+        finally:
+            current.clear()
+
+    def escape_during_the_read(self: output_reader.HostOutputs, side: str, reply: object,
+                               calls: int) -> None:
+        if side == "candidate" and calls and not resumed and current:
+            child = current[0].runners["candidate"].child
+            child.signal_all(signal.SIGCONT)  # the escape, then stopped again
+            time.sleep(0.05)
+            child.signal_all(signal.SIGSTOP)
+            resumed.append(1)
+        read(self, side, reply, calls)
+
+    monkeypatch.setattr(conduct.Conductor, "_window", remember)
+    monkeypatch.setattr(output_reader.HostOutputs, "read", escape_during_the_read)
+    candidate = LINEAR_PROBLEM.replace("class Model(", "class ModelNew(") + _SPINNER
+    result = evaluate(replace(_job(LINEAR_PROBLEM, candidate), build_dir=str(tmp_path)))
+    assert resumed, "no candidate window's outputs were read"
+    assert result.status == "rejected" and result.reward == 0.0, result.message
+    stop = {f.code: f.reason for f in result.flags}.get("stop_escaped", "")
+    assert "read its outputs" in stop, result.message
