@@ -87,9 +87,7 @@ OUTSIDE_CLOCK = ("work while a window's inputs were filled, or during the refere
 BEHIND_READ = ("work while the parent read its outputs, hidden behind the copy that both sides "
                "pay")
 ESCAPE_NS = 500_000  # CPU a stopped runner may show (a stop being delivered), at most
-# the same from a look taken as its outputs are read, right after the stop was sent (not yet
-# at rest); what it could hide behind the read is at most this a window (~2 % of its work)
-READ_ESCAPE_NS = 1_000_000
+LOOK_POLL_S = 0.0001  # the look before a read polls its sweeps this often (it is on the clock)
 STOP_WAIT_S = 1.0  # a stop takes effect within this, even on a loaded host
 SETTLE_WAIT_S = 2.0  # on a loaded host, at most this for every task to leave the kernel too
 
@@ -182,6 +180,32 @@ def window_bytes(device: str, free: int) -> int:
     if not device.startswith("cuda"):
         return WINDOW_BYTES["cpu"]
     return max(WINDOW_BYTES["cuda"], free // 6)
+
+
+def _at_rest(running: Running, poll_s: float) -> CpuReading | None:
+    """What a runner's processes have run, read once all are stopped and out of the kernel (a
+    stop is delivered asynchronously, and a task stopped in the middle of a system call or a
+    page fault still runs until it returns: on a loaded host that took long enough to read as
+    work while stopped) and two readings in a row agree (a sweep reads a process's clock
+    before its tasks' states, so a thread that stopped between the two was seen stopped
+    without its last run); not stopped after ``STOP_WAIT_S``: ``stopped`` is False; still in
+    the kernel after ``SETTLE_WAIT_S``: read as it is. None when it is gone or unreadable."""
+    if not running.alive():
+        return None
+    previous: CpuReading | None = None
+    reading: CpuReading | None = None
+    started = time.monotonic()
+    while True:
+        with contextlib.suppress(Exception):  # a failed read is no second agreeing sweep
+            previous, reading = reading, running.child.cpu_ns()
+        waited = time.monotonic() - started
+        if reading is None or at_rest(previous, reading) or \
+                waited > SETTLE_WAIT_S or (not reading.stopped and waited > STOP_WAIT_S):
+            break
+        time.sleep(poll_s)
+    # the namespace's last PID once, after its tasks were seen stopped (not every poll: each
+    # is a round trip to the init)
+    return None if reading is None else replace(reading, last_pid=running.child.last_pid())
 
 
 class Conductor:
@@ -340,9 +364,7 @@ class Conductor:
         copy = side == "candidate" and self.copy_outputs
         reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy,
                                         "account": self.ACCOUNT_LOOP})
-        reading_ns = time.perf_counter_ns()
-        at_read = self._reading_at_read(side)
-        started += time.perf_counter_ns() - reading_ns  # our own look, not the window's
+        at_read = self._look(side)  # on the clock, as the read is: each side pays its own
         self.host.read(side, reply, len(ids))  # host outputs: read in by us, on the clock
         handles, sampled = seal_words(reply.get("handles"), reply.get("where"),
                                       sampled_calls(len(ids), self._draw))
@@ -355,7 +377,7 @@ class Conductor:
             self.ev.in_place[side] = int(sealed.get("in_place") or 0)
         if side == "candidate":  # before anything untimed: no GPU work outlives the window
             quiet = self._quiet_since()  # from here on it runs nothing until its next request
-            self._no_escape(at_read, quiet, during_read=True)
+            self._no_escape(at_read, quiet, when=BEHIND_READ)
             self._gpu_idle()
         else:  # nothing of it ran during another runner's window
             self._no_escape(before)
@@ -368,46 +390,27 @@ class Conductor:
             self._ask_runner(side, {"op": "let_go"})
         return Burst(len(ids), wall_ms, self.handoff_ms())
 
-    def _reading_at_read(self, side: str) -> CpuReading | None:
-        """The candidate's reading as its host outputs are about to be read (stopped since its
-        reply): a runner that resumes itself could otherwise finish outputs while the parent
-        reads the first ones, hiding its work behind the trusted copy. One sweep, not at rest
-        (its stop may still be landing: ``READ_ESCAPE_NS``), and none on a GPU."""
+    def _look(self, side: str) -> CpuReading | None:
+        """A runner's processes at rest as its host outputs are about to be read (stopped since
+        its reply), the candidate's kept: a runner that resumes itself could otherwise finish
+        outputs while the parent reads the first ones, hiding its work behind the trusted
+        copy. At rest (every task stopped, two sweeps agreeing), as every reading it is held
+        to is: a look taken while the stop was still landing read honest runners on a loaded
+        host as having run 5 ms after it. None on a GPU. Taken on the clock for every side: a
+        runner that makes its look long (many tasks to sweep, a stop slow to land) pays for
+        that time itself, and the reference's own look comes off every window with the
+        hand-off."""
         running = self.runners.get(side)
-        if side != "candidate" or side not in self.host.readers or running is None:
+        if side not in self.host.readers or running is None:
             return None
-        try:
-            reading = running.child.cpu_ns()
-        except Exception:  # a runner that cannot be read now is judged at rest, after
-            return None
-        return replace(reading, last_pid=running.child.last_pid())
+        reading = _at_rest(running, LOOK_POLL_S)
+        return reading if side == "candidate" else None
 
     def _candidate_cpu(self) -> CpuReading | None:
-        """What the candidate's processes have run, read once all are stopped and out of the
-        kernel (a stop is delivered asynchronously, and a task stopped in the middle of a
-        system call or a page fault still runs until it returns: on a loaded host that took
-        long enough to read as work while stopped) and two readings in a row agree (a sweep
-        reads a process's clock before its tasks' states, so a thread that stopped between
-        the two was seen stopped without its last run); not stopped after ``STOP_WAIT_S``:
-        ``stopped`` is False; still in the kernel after ``SETTLE_WAIT_S``: read as it is.
-        None without a candidate runner."""
+        """What the candidate's processes have run, at rest (``_at_rest``); None without a
+        candidate runner."""
         running = self.runners.get("candidate")
-        if running is None or not running.alive():
-            return None
-        previous: CpuReading | None = None
-        reading: CpuReading | None = None
-        started = time.monotonic()
-        while True:
-            with contextlib.suppress(Exception):  # a failed read is no second agreeing sweep
-                previous, reading = reading, running.child.cpu_ns()
-            waited = time.monotonic() - started
-            if reading is None or at_rest(previous, reading) or \
-                    waited > SETTLE_WAIT_S or (not reading.stopped and waited > STOP_WAIT_S):
-                break
-            time.sleep(0.001)
-        # the namespace's last PID once, after its tasks were seen stopped (not every poll:
-        # each is a round trip to the init)
-        return None if reading is None else replace(reading, last_pid=running.child.last_pid())
+        return None if running is None else _at_rest(running, 0.001)
 
     def _quiet_since(self) -> CpuReading | None:
         """The reading a stopped candidate is held to: the first one taken once its last
@@ -421,27 +424,23 @@ class Conductor:
         return self._quiet
 
     def _no_escape(self, before: CpuReading | None, after: CpuReading | None = None, *,
-                   during_read: bool = False) -> None:
+                   when: str = OUTSIDE_CLOCK) -> None:
         """A stopped runner runs nothing: while it is stopped its processes' CPU time may not
         grow, no task may start or end, and every task must be stopped (a SIGCONT of its own,
         from a timer or anything else, would let it see the inputs of a window before the
-        clock starts, or slow the reference's). ``after``: a reading already taken, else one
-        now. ``during_read``: ``before`` is the look taken as its outputs were read, before
-        its stop settled (``_reading_at_read``)."""
+        clock starts, or slow the reference's, or finish outputs while they are read).
+        ``after``: a reading already taken, else one now."""
         if before is None:
             return
         after = after if after is not None else self._candidate_cpu()
         if after is None:
             return
         grew = after.ns - before.ns
-        allowed = READ_ESCAPE_NS if during_read else ESCAPE_NS
-        why = (f"ran {grew / 1e6:.2f} ms" if abs(grew) > allowed else
+        why = (f"ran {grew / 1e6:.2f} ms" if abs(grew) > ESCAPE_NS else
                "started or ended a thread or process" if after.tasks != before.tasks else
                "created a thread or process" if after.last_pid != before.last_pid else
-               "did not stay stopped" if not ((before.stopped or during_read) and after.stopped)
-               else "")
+               "did not stay stopped" if not (before.stopped and after.stopped) else "")
         if why and not any(f.code == "stop_escaped" for f in self.ev.flags):
-            when = BEHIND_READ if during_read else OUTSIDE_CLOCK
             self.ev.flags.append(Flag("stop_escaped", STOP_ESCAPED.format(why=why, when=when),
                                       "reject"))
 

@@ -414,3 +414,33 @@ def test_a_candidate_that_runs_while_its_outputs_are_read_is_caught(
     assert result.status == "rejected" and result.reward == 0.0, result.message
     stop = {f.code: f.reason for f in result.flags}.get("stop_escaped", "")
     assert "read its outputs" in stop, result.message
+
+
+def test_the_look_before_a_read_is_on_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The look at a runner's processes before its outputs are read lasts as long as the runner
+    makes it (every task it keeps is swept), and work done while it lasts, before its own clock
+    is read, is on no reading (red team round 10: 300–2000 zombies, a look of 0.2–1.3 s a
+    window). Taken off the window, that was free time; it is the window's, on the clock."""
+    from cudal1_evaluator.parent import conduct
+
+    look, window = conduct.Conductor._look, conduct.Conductor._window
+    walls: list[float] = []
+
+    def slow_look(self: conduct.Conductor, side: str) -> object:
+        if side == "candidate":
+            time.sleep(0.25)  # as a runner with a thousand tasks to sweep makes it (a
+            # window's own work is ~40 ms)
+        return look(self, side)
+
+    def record(self: conduct.Conductor, side: str, ids: list[int]) -> conduct.Burst:
+        burst = window(self, side, ids)
+        if side == "candidate" and ids and "candidate" in self.host.readers:
+            walls.append(burst.wall_ms)
+        return burst
+
+    monkeypatch.setattr(conduct.Conductor, "_look", slow_look)
+    monkeypatch.setattr(conduct.Conductor, "_window", record)
+    candidate = LINEAR_PROBLEM.replace("class Model(", "class ModelNew(")
+    result = evaluate(_job(LINEAR_PROBLEM, candidate))
+    assert walls, result.message
+    assert min(walls) >= 250.0, walls  # a lower bound: a busy host only adds to it
