@@ -36,6 +36,7 @@ print(json.dumps({"layers": state.layers, "missing": state.missing}))
 
 
 CANDIDATE_MODES = ("run", "profile", "build")  # the modes that run candidate code
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # cudal1_evaluator/
 
 
 def _job_fields(job_text: str | None) -> tuple[str | None, str | None]:
@@ -121,9 +122,6 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     return {"hide": [os.path.realpath(p) for p in dict.fromkeys(hide)],
             "keep": [w for w in writable if w not in serve], "serve": serve,
             "read": [str(PACKAGE_DIR)] if checkout else [], "sealed": checkout}
-
-
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # cudal1_evaluator/
 
 
 def source_checkout() -> list[str]:

@@ -87,6 +87,7 @@ OUTSIDE_CLOCK = ("work while a window's inputs were filled, or during the refere
 BEHIND_READ = ("work while the parent read its outputs, hidden behind the copy that both sides "
                "pay")
 ESCAPE_NS = 500_000  # CPU a stopped runner may show (a stop being delivered), at most
+REST_POLL_S = 0.001  # a reading at rest polls its sweeps this often, off the clock
 LOOK_POLL_S = 0.0001  # the look before a read polls its sweeps this often (it is on the clock)
 STOP_WAIT_S = 1.0  # a stop takes effect within this, even on a loaded host
 SETTLE_WAIT_S = 2.0  # on a loaded host, at most this for every task to leave the kernel too
@@ -410,7 +411,7 @@ class Conductor:
         """What the candidate's processes have run, at rest (``_at_rest``); None without a
         candidate runner."""
         running = self.runners.get("candidate")
-        return None if running is None else _at_rest(running, 0.001)
+        return None if running is None else _at_rest(running, REST_POLL_S)
 
     def _quiet_since(self) -> CpuReading | None:
         """The reading a stopped candidate is held to: the first one taken once its last
