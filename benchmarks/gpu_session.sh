@@ -21,6 +21,8 @@
 #                       started beside the rounds, or a CUDA process starting beside them
 #   waitvalue           can a stopped process's GPU work be released by another's write?
 #                       (waitvalue_diag.py: security.md's "GPU work waiting", tried)
+#   handover            the runner's per-call bookkeeping against a call's device time
+#                       (handover_cost.py: is a fast kernel's loop bound by our hand-over?)
 #   diag                TorchScript in our worker vs a plain process; reduce-overhead outputs held;
 #                       conv_bn_fold_eval's wall time outside the timed calls, three times
 # Run from the repository root on the GPU host. Wheels for the app's other dependencies (the
@@ -96,6 +98,9 @@ run_step() {
     waitvalue)
       timeout "$(left 5)" python3 benchmarks/waitvalue_diag.py "$@" 2>&1 \
         | tee -a "$OUT/waitvalue_diag.log" | cut -c1-200 ;;
+    handover)
+      timeout "$(left 5)" python3 benchmarks/handover_cost.py 2>&1 \
+        | tee -a "$OUT/handover_cost.log" | cut -c1-200 ;;
     memdiag)
       timeout "$(left 5)" python3 benchmarks/memory_bound_diag.py "$@" 2>&1 \
         | tee -a "$OUT/memory_bound_diag.log" | cut -c1-200 ;;
@@ -105,7 +110,7 @@ run_step() {
       timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ "$@" 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -15 ;;
     *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \
-         "tests | diag | memdiag | noise | waitvalue | watch | scaling | shared | phases | window"; return 2 ;;
+         "tests | diag | handover | memdiag | noise | waitvalue | watch | scaling | shared | phases | window"; return 2 ;;
   esac
 }
 args=()
