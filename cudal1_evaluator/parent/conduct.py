@@ -41,7 +41,7 @@ from cudal1_evaluator.parent.timing_checks import ONCE_SHARE, Burst, means, once
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
 from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
-from cudal1_evaluator.wire.delivery import sampled_calls, seal_words
+from cudal1_evaluator.wire.delivery import SAMPLED_CALLS, sampled_calls, seal_words
 from cudal1_evaluator.wire.report import Recheck
 from cudal1_evaluator.wire.talk import Peer, PeerGone, Reply, read_metas
 from cudal1_evaluator.wire.talk_messages import (
@@ -58,7 +58,9 @@ MAX_CALLS = 1024
 MIN_BURSTS = 6  # windows per side before the loop may stop on a stable median
 ALONE_BURSTS = 3  # the reference alone, before the candidate is imported
 ALONE_ONCE_BURSTS = 6  # the same, where it also gives a window's once cost (``alone_intercept``)
+SHORT_CALLS = SAMPLED_CALLS + 1  # the short windows of ``alone_intercept``: a full seal
 WINDOW_TARGET_MS = 40.0  # work per window at least
+WINDOW_MOST_MS = 1000.0  # the slowest side's window, at most, when a faster side wants more calls
 HANDOFF_SHARE = 0.1  # the fixed hand-off of a window against its work, at most
 WINDOW_BYTES = {"cuda": 1 << 30, "cpu": 128 << 20}  # a window's sets at least (cuda), at most
 EMPTY_WINDOWS = 4  # the reference's empty windows at the start (the first one discarded)
@@ -113,7 +115,7 @@ class Evidence:
     round_handoff: list[float] = field(default_factory=list)  # those of the kept rounds
     once_ms: float = 0.0  # what a window of calls pays once (``alone_intercept`` only)
     in_place: dict[str, int] = field(default_factory=dict)  # outputs read in place, last window
-    side_calls: dict[str, int] = field(default_factory=dict)  # larger windows than the reference's
+    side_calls: dict[str, int] = field(default_factory=dict)  # each side's, once sized together
     precision: PrecisionInfo = field(default_factory=PrecisionInfo)
     referee_error: str = ""
     protocol_error: str = ""
@@ -174,6 +176,21 @@ def calls_for(per_call_ms: float, handoff_ms: float, set_bytes: int, info: Refer
     return max(MIN_CALLS, min(MAX_CALLS, math.ceil(wanted), by_memory))
 
 
+def sized_together(per_call_ms: dict[str, float], wanted: dict[str, int]) -> dict[str, int]:
+    """Calls per window of every side at once (``Conductor._size_sides``): all the same, what
+    the fastest side wants, unless the slowest side's window would then hold more than
+    ``WINDOW_MOST_MS`` of work. A window pays a cost once that the empty windows do not
+    measure; over the same number of calls it adds the same to both sides' time a call, which
+    can only pull a speedup towards 1x, whichever side the host's noise made look slower
+    when the sizes were chosen."""
+    if not wanted:
+        return {}
+    slowest = max(per_call_ms.values())
+    calls = min(max(wanted.values()),
+                max(MIN_CALLS, math.floor(WINDOW_MOST_MS / max(slowest, 1e-3))))
+    return dict.fromkeys(per_call_ms, calls)
+
+
 def window_bytes(device: str, free: int) -> int:
     """What one window's fresh sets may take, counted once (the referee keeps each set and its
     reference output, fills a slot with it, and each runner holds its outputs: about six
@@ -200,8 +217,10 @@ def _at_rest(running: Running, poll_s: float) -> CpuReading | None:
         with contextlib.suppress(Exception):  # a failed read is no second agreeing sweep
             previous, reading = reading, running.child.cpu_ns()
         waited = time.monotonic() - started
-        if reading is None or at_rest(previous, reading) or \
-                waited > SETTLE_WAIT_S or (not reading.stopped and waited > STOP_WAIT_S):
+        if waited > SETTLE_WAIT_S or (reading is None and not running.alive()):
+            break
+        if reading is not None and (at_rest(previous, reading) or
+                                    (not reading.stopped and waited > STOP_WAIT_S)):
             break
         time.sleep(poll_s)
     # the namespace's last PID once, after its tasks were seen stopped (not every poll: each
@@ -378,6 +397,8 @@ class Conductor:
             self.ev.in_place[side] = int(sealed.get("in_place") or 0)
         if side == "candidate":  # before anything untimed: no GPU work outlives the window
             quiet = self._quiet_since()  # from here on it runs nothing until its next request
+            if at_read is None and side in self.host.readers and self.runners[side].alive():
+                self._escaped("could not be read at rest", BEHIND_READ)  # nothing to hold to
             self._no_escape(at_read, quiet, when=BEHIND_READ)
             self._gpu_idle()
         else:  # nothing of it ran during another runner's window
@@ -441,7 +462,11 @@ class Conductor:
                "started or ended a thread or process" if after.tasks != before.tasks else
                "created a thread or process" if after.last_pid != before.last_pid else
                "did not stay stopped" if not (before.stopped and after.stopped) else "")
-        if why and not any(f.code == "stop_escaped" for f in self.ev.flags):
+        if why:
+            self._escaped(why, when)
+
+    def _escaped(self, why: str, when: str) -> None:
+        if not any(f.code == "stop_escaped" for f in self.ev.flags):
             self.ev.flags.append(Flag("stop_escaped", STOP_ESCAPED.format(why=why, when=when),
                                       "reject"))
 
@@ -565,31 +590,33 @@ class Conductor:
         return self._alone_windows_empty()
 
     def _alone_windows_once(self) -> list[Burst]:
-        """The reference alone, each full window beside a window of one call and an empty one
-        on the same sets, the three in random order; the first three dropped. Their medians
-        give what a window of calls pays once (``once_cost``), before the candidate exists:
-        nothing it leaves behind can move it. Measured again after the candidate ran
-        (``launch._fresh_alone``), the windows are new but the once cost stays the first."""
+        """The reference alone, each full window beside a short one (``SHORT_CALLS`` calls:
+        its seal reads as many outputs as a full window's) and an empty one on the same sets,
+        the three in random order; the first three dropped. Their medians give what a window
+        of calls pays once (``once_cost``), before the candidate exists: nothing it leaves
+        behind can move it. Measured again after the candidate ran (``launch._fresh_alone``),
+        the windows are new but the once cost stays the first."""
         iterations: list[tuple[float, float, float]] = []
         bursts = []
+        short = min(SHORT_CALLS, self.ev.calls)
         for _ in range(ALONE_ONCE_BURSTS + 1):
             ids = self._new_sets(self.ev.calls)
             wall: dict[str, float] = {}
-            order = ["full", "one", "empty"]
+            order = ["full", "short", "empty"]
             self._rng.shuffle(order)
             for kind in order:
                 if kind == "empty":
                     self._empty_windows(1)
                     wall[kind] = self.ev.handoff[-1]
                     continue
-                burst = self._window("reference", ids if kind == "full" else ids[:1])
+                burst = self._window("reference", ids if kind == "full" else ids[:short])
                 wall[kind] = burst.wall_ms
                 if kind == "full":
                     bursts.append(burst)
-            iterations.append((wall["full"], wall["one"], wall["empty"]))
+            iterations.append((wall["full"], wall["short"], wall["empty"]))
             self._release(ids)
         if not self.candidate_ran:
-            self.ev.once_ms = once_cost(self.ev.calls, iterations[1:])
+            self.ev.once_ms = once_cost(self.ev.calls, short, iterations[1:])
         empty = statistics.median(e for _f, _o, e in iterations[1:])
         return [replace(b, handoff_ms=empty + self.ev.once_ms, once_ms=self.ev.once_ms)
                 for b in bursts]
@@ -612,7 +639,7 @@ class Conductor:
     def _size_windows(self) -> None:
         """A window of the reference of ``2 * MIN_CALLS`` calls (after one that pays the
         one-time costs), less the hand-off, gives a call's time; it sizes the reference's
-        windows (the candidate's are sized again once it has run, ``_size_candidate``)."""
+        windows (every side's are sized again once the candidate has run, ``_size_sides``)."""
         self._progress("reference", 0, ALONE_BURSTS, "sizing the timed windows")
         window = self._reference_windows(2 * MIN_CALLS, 2)[-1]
         self.ev.calls = self._calls_for(window.mean_ms())
@@ -712,8 +739,8 @@ class Conductor:
     def timing(self) -> None:
         job = self.job
         self._round(keep=False)  # first calls: lazy builds, allocations, mappings
-        self._round(keep=False)  # sizes the candidate's windows
-        if self._size_candidate():
+        self._round(keep=False)  # sizes every side's windows
+        if self._size_sides():
             self._round(keep=False)  # the new slots' first touch, untimed
         calls = max(self.sizes().values())
         most = max(MIN_BURSTS, math.ceil(job.max_samples / calls))
@@ -733,23 +760,22 @@ class Conductor:
         self.ev.timed = True
 
     def sizes(self) -> dict[str, int]:
-        """Calls per window of each runner: the reference's from its own time, a faster
-        candidate's (or matched reference's) larger, so its window holds as much work."""
-        return {side: max(self.ev.calls, self.ev.side_calls.get(side, 0))
-                for side in self.runners}
+        """Calls per window of each runner: the reference's from its own time until the sides
+        are sized together (``_size_sides``)."""
+        return {side: self.ev.side_calls.get(side, self.ev.calls) for side in self.runners}
 
-    def _size_candidate(self) -> bool:
-        """After the untimed rounds (the second one, past first-call costs): more calls for the
-        sides much faster than the reference (their pools made again); True when a size
-        changed."""
+    def _size_sides(self) -> bool:
+        """After the untimed rounds (the second one, past first-call costs), every side sized
+        at once, the same (``sized_together``), from its window of that round (a copy of the
+        reference sized apart from it, with 291 calls a window against 31, once read 1.31x).
+        True when a size changed (those pools made again)."""
+        per_call = {side: b.mean_ms() for side, b in self._last.items() if b.calls}
+        wanted = {side: self._calls_for(ms) for side, ms in per_call.items()}
         changed = False
-        for side, burst in self._last.items():
-            if side == "reference" or not burst.calls:
-                continue
-            wanted = self._calls_for(burst.mean_ms())
-            if wanted > self.ev.calls:
-                self.ev.side_calls[side] = wanted
-                self._attach(side, wanted)
+        for side, calls in sized_together(per_call, wanted).items():
+            if calls != self.sizes()[side]:
+                self.ev.side_calls[side] = calls
+                self._attach(side, calls)
                 changed = True
         return changed
 

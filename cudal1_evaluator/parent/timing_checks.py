@@ -44,19 +44,19 @@ class Burst:
         return work / max(1, self.calls)
 
 
-def once_cost(calls: int, walls: list[tuple[float, float, float]]) -> float:
+def once_cost(calls: int, short: int, walls: list[tuple[float, float, float]]) -> float:
     """What a window of calls pays once beyond an empty window (the request naming its slots,
     the first launch, the last wait, the seal's reads), from the reference-alone phase: per
-    iteration, the walls of a window of ``calls`` calls, of one call and of none. The line
-    through the first two meets zero calls at the fixed cost, less the empty window: one
-    estimate an iteration. Taken as the one-sided 90 % lower bound of their mean, clamped to
-    [0, ``ONCE_MOST_MS``]: where a slow reference's window noise (a few percent of a 90 ms
-    window) swamps a cost under a millisecond, the bound is 0 and nothing is taken off. The
-    one-call window's seal reads one sampled output where a full window's reads three, so the
-    estimate leans low too."""
-    if calls <= 1 or len(walls) < 2:
+    iteration, the walls of a window of ``calls`` calls, of ``short`` calls (whose seal reads
+    as many outputs as the full one's) and of none. The line through the first two meets zero
+    calls at the fixed cost, less the empty window: one estimate an iteration. Taken as the
+    one-sided 90 % lower bound of their mean, clamped to [0, ``ONCE_MOST_MS``]: where a slow
+    reference's window noise (a few percent of a 90 ms window) swamps a cost under a
+    millisecond, the bound is 0 and nothing is taken off."""
+    if calls <= short or short < 1 or len(walls) < 2:
         return 0.0
-    estimates = [(calls * one - full) / (calls - 1) - empty for full, one, empty in walls]
+    estimates = [(calls * part - short * full) / (calls - short) - empty
+                 for full, part, empty in walls]
     n = len(estimates)
     bound = statistics.fmean(estimates) - \
         T90.get(n - 1, 1.3) * statistics.stdev(estimates) / math.sqrt(n)

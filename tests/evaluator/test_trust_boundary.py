@@ -286,6 +286,34 @@ def test_windows_hold_enough_calls_that_the_hand_off_is_small() -> None:
     assert calls_for(0.001, 0.5, 1, tight, "cpu") == 1024  # the most a window holds
 
 
+def test_every_side_gets_windows_of_as_many_calls() -> None:
+    """Round 11: a copy of the reference read 1.31x on a CPU, its windows sized from a later
+    round than the reference's (291 calls against 31): a window's once cost, spread over
+    fewer calls, slowed the reference's calls only. Sized together, every side gets the same
+    calls, what the fastest wants, unless the slowest side's window would then hold more than
+    ``WINDOW_MOST_MS`` of work: the cost then adds the same to both sides' time a call, which
+    can only pull a speedup towards 1x, whichever side looked slower when sizing."""
+    from cudal1_evaluator.parent.conduct import MIN_CALLS, WINDOW_MOST_MS, sized_together
+
+    alike = sized_together({"reference": 0.25, "candidate": 0.24},
+                           {"reference": 160, "candidate": 291})
+    assert alike == {"reference": 291, "candidate": 291}
+    noisy = sized_together({"reference": 9.0, "candidate": 0.3},  # a copy, its reference's
+                           {"reference": 5, "candidate": 133})    # sizing window held up
+    assert noisy == {"reference": 111, "candidate": 111}
+    faster = sized_together({"reference": 21.8, "candidate": 0.135},
+                            {"reference": 4, "candidate": 300})
+    assert faster == {"reference": 45, "candidate": 45}
+    assert WINDOW_MOST_MS >= 45 * 21.8
+    slow = sized_together({"reference": 0.1, "candidate": 5000.0},
+                          {"reference": 400, "candidate": 4})
+    assert slow == {"reference": MIN_CALLS, "candidate": MIN_CALLS}
+    matched = sized_together({"reference": 1.0, "candidate": 0.5, "matched": 0.6},
+                             {"reference": 40, "candidate": 80, "matched": 67})
+    assert set(matched.values()) == {80}
+    assert sized_together({}, {}) == {}
+
+
 def test_the_hand_off_comes_off_every_window_but_never_more_than_half() -> None:
     """A window's mean per call is its wall time less the trusted side's fixed hand-off (the
     reference runner's empty windows); a window that is mostly hand-off keeps half its time."""
@@ -293,28 +321,29 @@ def test_the_hand_off_comes_off_every_window_but_never_more_than_half() -> None:
     assert Burst(10, 3.0, 2.0).mean_ms() == 0.15
 
 
-def test_a_windows_once_cost_is_the_intercept_of_one_call_and_full_windows() -> None:
+def test_a_windows_once_cost_is_the_intercept_of_short_and_full_windows() -> None:
     """On an H200 (relu, 10 calls of 0.506 ms a window by the device's own events) an empty
     window took 2.155 ms and a full one 7.892: a window of calls paid about 0.68 ms once that
-    the empty window did not, 13 % a call on top of do_bench. Windows of one call and of all
-    ten, with an empty one, give it back, as the lower bound of the iterations' estimates:
-    where the windows' noise swamps it (a slow reference), nothing is taken off."""
+    the empty window did not, 13 % a call on top of do_bench. Windows of three calls (a seal
+    as a full window's) and of all ten, with an empty one, give it back, as the lower bound of
+    the iterations' estimates: where the windows' noise swamps it (a slow reference), nothing
+    is taken off."""
     from cudal1_evaluator.parent.timing_checks import ONCE_MOST_MS, once_cost
 
     per_call, empty, once = 0.506, 2.155, 0.68
     jitter = [0.0, 0.01, -0.01, 0.005, -0.005, 0.0]
-    walls = [(empty + once + 10 * per_call + j, empty + once + per_call - j, empty + j)
+    walls = [(empty + once + 10 * per_call + j, empty + once + 3 * per_call - j, empty + j)
              for j in jitter]
-    found = once_cost(10, walls)
+    found = once_cost(10, 3, walls)
     assert 0.6 < found <= once + 0.01
     assert Burst(10, walls[0][0], empty + found).mean_ms() == pytest.approx(per_call, rel=0.02)
     assert Burst(10, walls[0][0], empty).mean_ms() > 1.13 * per_call  # the empty window alone
-    slow = [(empty + once + 4 * 21.8 * (1 + j), empty + once + 21.8 * (1 - j), empty)
+    slow = [(empty + once + 8 * 21.8 * (1 + j), empty + once + 3 * 21.8 * (1 - j), empty)
             for j in (0.03, -0.02, 0.01, -0.03, 0.02, 0.0)]
-    assert once_cost(4, slow) == 0.0  # 3 % noise on 90 ms windows: no bound above zero
+    assert once_cost(8, 3, slow) == 0.0  # 3 % noise on 170 ms windows: no bound above zero
     stalled = [(w[0], w[1] + 50.0, w[2]) for w in walls]
-    assert once_cost(10, stalled) == ONCE_MOST_MS
-    assert once_cost(1, walls) == 0.0 and once_cost(10, walls[:1]) == 0.0
+    assert once_cost(10, 3, stalled) == ONCE_MOST_MS
+    assert once_cost(3, 3, walls) == 0.0 and once_cost(10, 3, walls[:1]) == 0.0
 
 
 def test_the_once_cost_estimate_is_opt_in_and_keyed_apart_in_the_alone_cache() -> None:
