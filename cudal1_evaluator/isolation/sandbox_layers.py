@@ -117,7 +117,7 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     if shared is not None and not shm and shared == lifetime.SHM_DIR:
         shared = None
     checkout = source_checkout()
-    hide = [tempfile.gettempdir(), *shm, *homes(), *checkout,
+    hide = [tempfile.gettempdir(), *shm, *homes(), *beyond_the_system(), *checkout,
             *([str(shared)] if shared is not None else []), *build_roots(job_text), *serve]
     return {"hide": [os.path.realpath(p) for p in dict.fromkeys(hide)],
             "keep": [w for w in writable if w not in serve], "serve": serve,
@@ -141,6 +141,33 @@ def source_checkout() -> list[str]:
     return [] if above else [root]
 
 
+SYSTEM_DIRS = frozenset({"bin", "boot", "dev", "etc", "gnu", "lib", "lib32", "lib64", "libx32",
+                         "nix", "opt", "proc", "run", "sbin", "snap", "sys", "tmp", "usr", "var"})
+
+
+def beyond_the_system() -> list[str]:
+    """Every top-level dir that is not the system's own (``/home``, ``/root``, ``/work``,
+    ``/mnt``, ``/srv``, ``/media``, whatever a host names its users' data): hidden from
+    candidate code, which needs the system's tools and libraries, not the users' files (a
+    red team listed another checkout of this project, and ``.git`` in it, from a candidate).
+    What the child needs in one (the interpreter, its tools, its own dirs) is bound back; not
+    one where such a dir lies at or above it (hiding it would hide the interpreter)."""
+    needed = _needed_dirs()
+    out = []
+    for name in sorted(os.listdir(os.sep)):
+        path = os.path.realpath(os.path.join(os.sep, name))
+        top = path.split(os.sep)[1] if path != os.sep else ""
+        if top and top not in SYSTEM_DIRS and os.path.isdir(path) and \
+                not any(namespaces.under(path, d) for d in needed):
+            out.append(path)
+    return list(dict.fromkeys(out))
+
+
+def _needed_dirs() -> list[str]:
+    cwd = os.path.realpath(os.getcwd())  # on this process's sys.path, not on the child's
+    return [d for d in namespaces.interpreter_dirs() if d != cwd]
+
+
 def homes() -> list[str]:
     """The user's home dirs (keys, tokens, shell history, the app's own sessions), hidden from
     candidate code: it may read anywhere it is not hidden from, and what it reads can leave in
@@ -152,8 +179,7 @@ def homes() -> list[str]:
         import pwd
 
         found.add(pwd.getpwuid(os.getuid()).pw_dir)
-    cwd = os.path.realpath(os.getcwd())  # on this process's sys.path, not on the child's
-    needed = [d for d in namespaces.interpreter_dirs() if d != cwd]
+    needed = _needed_dirs()
     out = []
     for home in sorted(os.path.realpath(h) for h in found if h):
         if home != os.sep and os.path.isdir(home) and \

@@ -383,3 +383,27 @@ def test_only_the_evaluator_package_of_a_source_checkout_is_visible(tmp_path: Pa
     venv = {Path(p).relative_to(root).parts[0] for p in (sys.prefix, sys.exec_prefix)
             if Path(p).is_relative_to(root)}
     assert set(seen["listing"]) == {"cudal1_evaluator", *venv}, seen["listing"]
+
+
+def test_top_level_dirs_of_users_data_are_hidden(tmp_path: Path) -> None:
+    """Round 11 listed another checkout of this project (``.git`` and all) from a candidate:
+    only the user's home and the evaluator's checkout were hidden. Every top-level dir that is
+    not the system's own is now: the child lists it empty, where nothing it needs lives."""
+    from cudal1_evaluator.isolation import namespaces
+
+    kept = [*namespaces.interpreter_dirs(), str(sandbox_layers.PACKAGE_DIR), str(tmp_path)]
+    bare = [p for p in sandbox_layers.beyond_the_system()
+            if os.access(p, os.R_OK) and os.listdir(p)
+            and not any(namespaces.under(k, p) for k in kept)]
+    if not bare:
+        pytest.skip("no readable top-level dir of users' data on this host")
+    seen, _ = _build(tmp_path, _candidate(f"""
+    seen = {{}}
+    for path in {bare!r}:
+        try:
+            seen[path] = sorted(os.listdir(path))
+        except OSError as exc:
+            seen[path] = repr(exc)
+    (OUT / "report.json").write_text(json.dumps(seen))
+    """))
+    assert all(seen[p] == [] for p in bare), seen
