@@ -79,7 +79,8 @@ def _references(result: Result) -> list[tuple[str, float]]:
     found = []
     for key, kind, factor in (("reference", "beside", 1.0),
                               ("reference_matched", "matched", 1.0),
-                              ("reference_pristine", "alone +5 %", ALONE_CAP)):
+                              ("reference_pristine", "alone +5 %", ALONE_CAP),
+                              ("reference_alone_sized", "alone +5 %", ALONE_CAP)):
         value = median_ms(result, (key,))
         if value is not None:
             found.append((kind, value * factor))

@@ -34,7 +34,7 @@ from cudal1_evaluator.isolation.sandbox_layers import (
     outer_sandbox,
     sandbox_dirs,
 )
-from cudal1_evaluator.parent import diskcap
+from cudal1_evaluator.parent import diskcap, window_gate
 from cudal1_evaluator.wire import channel
 
 ProgressFn = Callable[[str, int, int, str], None]
@@ -129,6 +129,7 @@ def _tail(path: Path, limit: int = 8000) -> str:
 def _drain(fd: int, sink: bytearray, limit: int) -> None:
     with os.fdopen(fd, "rb", buffering=0) as fh:
         while chunk := fh.read(65536):
+            window_gate.between_windows()  # what a child wrote costs no timed window
             if len(sink) < limit:
                 sink.extend(chunk)
 
@@ -142,6 +143,7 @@ class _ProgressReader:
     def _loop(self) -> None:
         with os.fdopen(self._fd, "rb") as fh:
             for line in fh:
+                window_gate.between_windows()  # what a child wrote costs no timed window
                 event = channel.parse_progress(line)
                 if event is None:
                     continue

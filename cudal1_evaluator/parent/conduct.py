@@ -35,9 +35,15 @@ from typing import cast
 from cudal1_evaluator.isolation import pidtree, sandbox
 from cudal1_evaluator.isolation.pidtree import CpuReading, at_rest
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
-from cudal1_evaluator.parent import gpu_watch, precision, warm
+from cudal1_evaluator.parent import gpu_watch, precision, warm, window_gate
 from cudal1_evaluator.parent.output_reader import HostOutputs
-from cudal1_evaluator.parent.timing_checks import ONCE_SHARE, Burst, means, once_cost
+from cudal1_evaluator.parent.timing_checks import (
+    ONCE_SHARE,
+    Burst,
+    means,
+    median_of,
+    once_cost,
+)
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
 from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
@@ -116,10 +122,20 @@ class Evidence:
     once_ms: float = 0.0  # what a window of calls pays once (``alone_intercept`` only)
     in_place: dict[str, int] = field(default_factory=dict)  # outputs read in place, last window
     side_calls: dict[str, int] = field(default_factory=dict)  # each side's, once sized together
+    alone_sized: list[Burst] = field(default_factory=list)  # the reference alone at that size
     precision: PrecisionInfo = field(default_factory=PrecisionInfo)
     referee_error: str = ""
     protocol_error: str = ""
     timed: bool = False
+
+    def alone_for_cap(self) -> list[Burst]:
+        """The reference alone that the cap on a slowed reference is held to: the alone phase
+        (before the candidate was imported), or the alone windows at the timed size
+        (``Conductor._alone_at_size``) where they read lower a call."""
+        sized, alone = median_of(self.alone_sized), median_of(self.alone)
+        if sized is not None and (alone is None or sized < alone):
+            return self.alone_sized
+        return self.alone
 
 
 @dataclass
@@ -189,6 +205,17 @@ def sized_together(per_call_ms: dict[str, float], wanted: dict[str, int]) -> dic
     calls = min(max(wanted.values()),
                 max(MIN_CALLS, math.floor(WINDOW_MOST_MS / max(slowest, 1e-3))))
     return dict.fromkeys(per_call_ms, calls)
+
+
+def undersized(per_call_ms: dict[str, float], wanted: dict[str, int],
+               sizes: dict[str, int]) -> dict[str, int] | None:
+    """The sides' calls sized again from the timed rounds (``sized_together``), where a side's
+    windows held under half the calls that gives (``Conductor._resized_from_timed``); else
+    None."""
+    sized = sized_together(per_call_ms, wanted)
+    if all(calls <= 2 * sizes[side] for side, calls in sized.items()):
+        return None
+    return sized
 
 
 def window_bytes(device: str, free: int) -> int:
@@ -380,17 +407,18 @@ class Conductor:
         self._ask_referee({"op": "flush"})
         if side == "candidate":  # nothing of it ran while its inputs were being filled
             self._no_escape(before)
-        started = time.perf_counter_ns()
-        copy = side == "candidate" and self.copy_outputs
-        reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy,
-                                        "account": self.ACCOUNT_LOOP})
-        at_read = self._look(side)  # on the clock, as the read is: each side pays its own
-        self.host.read(side, reply, len(ids))  # host outputs: read in by us, on the clock
-        handles, sampled = seal_words(reply.get("handles"), reply.get("where"),
-                                      sampled_calls(len(ids), self._draw))
-        sealed = self._ask_referee({"op": "seal", "runner": RUNNER[side], "handles": handles,
-                                    "sampled": sampled})
-        wall_ms = (time.perf_counter_ns() - started) / 1e6
+        with window_gate.window():  # the parent's helper threads wait meanwhile
+            started = time.perf_counter_ns()
+            copy = side == "candidate" and self.copy_outputs
+            reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy,
+                                            "account": self.ACCOUNT_LOOP})
+            at_read = self._look(side)  # on the clock, as the read is: each side pays its own
+            self.host.read(side, reply, len(ids))  # host outputs: read in by us, on the clock
+            handles, sampled = seal_words(reply.get("handles"), reply.get("where"),
+                                          sampled_calls(len(ids), self._draw))
+            sealed = self._ask_referee({"op": "seal", "runner": RUNNER[side],
+                                        "handles": handles, "sampled": sampled})
+            wall_ms = (time.perf_counter_ns() - started) / 1e6
         self._window_end_us = gpu_watch.now_us()
         self.host.settle(side, copies=copy)  # where the outputs lay, judged off the clock
         if ids:
@@ -737,11 +765,22 @@ class Conductor:
         self._attach("matched", self.ev.calls)
 
     def timing(self) -> None:
-        job = self.job
         self._round(keep=False)  # first calls: lazy builds, allocations, mappings
         self._round(keep=False)  # sizes every side's windows
         if self._size_sides():
             self._round(keep=False)  # the new slots' first touch, untimed
+        self._alone_at_size()
+        self._timed_rounds()
+        if self._resized_from_timed():  # the sizing round ran far slower than the timed ones
+            self._round(keep=False)
+            self._alone_at_size()
+            self._timed_rounds()
+        self.shared.settle()
+        self._settle_kept()
+        self.ev.timed = True
+
+    def _timed_rounds(self) -> None:
+        job = self.job
         calls = max(self.sizes().values())
         most = max(MIN_BURSTS, math.ceil(job.max_samples / calls))
         least = max(MIN_BURSTS, math.ceil(job.min_samples / calls))
@@ -755,9 +794,50 @@ class Conductor:
             if len(self.ev.candidate) >= least and (self._stable() or
                                                     elapsed > job.timing_budget_s):
                 break
-        self.shared.settle()
-        self._settle_kept()
-        self.ev.timed = True
+
+    def _alone_at_size(self) -> None:
+        """The reference alone again (the candidate stopped), at the calls its timed windows
+        hold when that is not what the alone phase held: a cost a window pays once weighs on
+        each call by the number of calls, so the cap on a slowed reference is held to the
+        lower of the two alone figures (round 12: sized apart, the alone phase read up to
+        2.5 times the interleaved reference a call, and the 5 % cap was that much looser)."""
+        self.ev.alone_sized = []
+        if not self.ev.alone or self.sizes()["reference"] == self.ev.alone[0].calls:
+            return
+        bursts, empties = [], []
+        for _ in range(ALONE_BURSTS + 1):
+            bursts += self._reference_windows(self.sizes()["reference"], 1)
+            empties.append(self._window("reference", []).wall_ms)
+        handoff = statistics.median(empties)
+        self.ev.alone_sized = [replace(b, handoff_ms=handoff) for b in bursts[1:]]
+
+    def _resized_from_timed(self) -> bool:
+        """Sized again from the timed rounds' own medians when a side's windows hold under
+        half the work they were sized for (a side far slower in the sizing round than when
+        timed: a sandbag there picks every side's calls, down to four, and a cost a window
+        pays once then weighs on each call four times as much). The timed rounds are dropped
+        and run again at the new size; True when they are to be."""
+        if self.ev.recheck.mismatches:
+            return False
+        timed = {"reference": self.ev.reference, "candidate": self.ev.candidate,
+                 "matched": self.ev.matched}
+        per_call = {side: statistics.median(means(b)) for side, b in timed.items()
+                    if side in self.runners and means(b)}
+        if set(per_call) != set(self.runners):
+            return False
+        wanted = {side: self._calls_for(ms) for side, ms in per_call.items()}
+        sized = undersized(per_call, wanted, self.sizes())
+        if sized is None:
+            return False
+        self.ev.flags.append(Flag("windows_resized", "the windows were sized from an untimed "
+                                  "round that ran far slower than the timed ones: sized again "
+                                  "from the timed rounds and timed again", "info"))
+        for side, calls in sized.items():
+            self.ev.side_calls[side] = calls
+            self._attach(side, calls)
+        self.ev.reference, self.ev.candidate, self.ev.matched = [], [], []
+        self.ev.round_handoff = []
+        return True
 
     def sizes(self) -> dict[str, int]:
         """Calls per window of each runner: the reference's from its own time until the sides

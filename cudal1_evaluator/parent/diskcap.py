@@ -14,17 +14,23 @@ import threading
 from pathlib import Path
 
 from cudal1_evaluator.isolation import lifetime
+from cudal1_evaluator.parent import window_gate
 
 INTERVAL_S = 1.0
+GATE_EVERY = 256  # directory entries scanned between looks at the window gate
 EXTRA_KEY = "disk_exceeded_mb"  # in ``Outcome.extra``: the cap that was passed
 
 
 def disk_use_mb(root: Path) -> float:
-    """Blocks allocated under ``root`` (a sparse file counts for what it really takes)."""
-    total, stack = 0, [str(root)]
+    """Blocks allocated under ``root`` (a sparse file counts for what it really takes); the
+    scan pauses while a window is timed (``window_gate``), every ``GATE_EVERY`` entries."""
+    total, stack, seen = 0, [str(root)], 0
     while stack:
         with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
             for entry in entries:
+                seen += 1
+                if seen % GATE_EVERY == 0:
+                    window_gate.between_windows()
                 with contextlib.suppress(OSError):
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)

@@ -73,7 +73,8 @@ CLOCK = "trusted_window"  # the parent's clock around each window, per call
 
 def _timing(ev: Evidence) -> dict[str, TimingSummary]:
     sides = {"reference": ev.reference, "candidate": ev.candidate,
-             "reference_pristine": ev.alone, "reference_matched": ev.matched}
+             "reference_pristine": ev.alone, "reference_matched": ev.matched,
+             "reference_alone_sized": ev.alone_sized}
     return {name: summarize(means(bursts), CLOCK) for name, bursts in sides.items()
             if bursts or name in ("reference", "candidate")}
 
@@ -83,15 +84,22 @@ def _timing_flags(timing: dict[str, TimingSummary]) -> list[Flag]:
     for name in ("reference", "candidate"):
         if timing[name].n == 0 or timing[name].median_ms <= 0:
             flags.append(Flag("timing_implausible", f"no usable {name} timing samples"))
-    if "reference_pristine" in timing:
-        slowed = reference_slowed(timing["reference"], timing["reference_pristine"])
+    alone = _cap_name(timing)
+    if alone is not None:
+        slowed = reference_slowed(timing["reference"], timing[alone])
         if slowed is not None:
             flags.append(slowed)
     return flags
 
 
+def _cap_name(timing: dict[str, TimingSummary]) -> str | None:
+    """Which alone timing the cap on a slowed reference holds to (``Evidence.alone_for_cap``)."""
+    found = [n for n in ("reference_pristine", "reference_alone_sized") if n in timing]
+    return min(found, key=lambda n: timing[n].median_ms) if found else None
+
+
 def _against_alone(ev: Evidence) -> bool:
-    alone, inter = median_of(ev.alone), median_of(ev.reference)
+    alone, inter = median_of(ev.alone_for_cap()), median_of(ev.reference)
     return alone is not None and inter is not None and inter > SLOWED_CAP * alone
 
 
@@ -100,7 +108,7 @@ def _speedups(ev: Evidence, result: Result) -> None:
     that is faster (a precision claim never inflates it); strict beside it. The strict
     reference is the one interleaved with it, capped at 5 % over the reference alone."""
     cand = means(ev.candidate)
-    strict = ratio(reference_means(ev.alone, ev.reference), cand)
+    strict = ratio(reference_means(ev.alone_for_cap(), ev.reference), cand)
     if not ev.matched:
         result.speedup, result.speedup_strict = strict, None
         return
@@ -129,7 +137,7 @@ def _status(report: WorkerReport | None, ev: Evidence, flags: list[Flag]) -> tup
 
 
 def _ok_message(result: Result, alone: bool) -> str:
-    ref = result.timing["reference_pristine" if alone else "reference"]
+    ref = result.timing[(_cap_name(result.timing) or "reference") if alone else "reference"]
     cand = result.timing["candidate"]
     used = f"alone {ref.median_ms:.4g} ms +5 %" if alone else f"{ref.median_ms:.4g} ms"
     text = f"speedup {result.speedup:.3g}x (reference {used}, candidate {cand.median_ms:.4g} ms)"
@@ -316,4 +324,4 @@ def slowed_now(ev: Evidence) -> bool:
     if not ev.alone or not ev.reference:
         return False
     inter = summarize(means(ev.reference), "")
-    return reference_slowed(inter, summarize(means(ev.alone), "")) is not None
+    return reference_slowed(inter, summarize(means(ev.alone_for_cap()), "")) is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -473,3 +474,53 @@ def test_the_look_before_a_read_is_on_the_clock(monkeypatch: pytest.MonkeyPatch)
     result = evaluate(_job(LINEAR_PROBLEM, candidate))
     assert walls, result.message
     assert min(walls) >= 250.0, walls  # a lower bound: a busy host only adds to it
+
+
+def test_windows_sized_from_a_sandbagged_round_are_sized_again_from_the_timed_ones() -> None:
+    """Round 12: sleeping in the sizing round cut every side to four calls a window, where a
+    cost a window pays once weighs four times as much on each call. Timed rounds whose sides
+    want more than twice the calls they got are sized again from their own medians (and timed
+    again); a sizing round within that is left alone."""
+    from cudal1_evaluator.parent.conduct import undersized
+
+    per_call = {"reference": 0.5, "candidate": 0.5}
+    wanted = {"reference": 80, "candidate": 80}
+    assert undersized(per_call, wanted, {"reference": 4, "candidate": 4}) == \
+        {"reference": 80, "candidate": 80}
+    assert undersized(per_call, wanted, {"reference": 40, "candidate": 40}) is None
+
+
+def test_the_cap_holds_to_the_lower_alone_figure() -> None:
+    """The alone phase is timed at the calls sized before the candidate exists; the timed
+    windows may hold more, and a cost a window pays once then reads lower a call in them. The
+    reference alone timed again at the timed size holds the cap when it reads lower; a
+    candidate that slowed that second measurement leaves the first one in force."""
+    from cudal1_evaluator.parent.conduct import Evidence
+
+    ev = Evidence(alone=[Burst(31, 40.0, 8.0)] * 3, alone_sized=[Burst(291, 70.0, 8.0)] * 3)
+    assert ev.alone_for_cap() is ev.alone_sized  # 0.21 ms a call against 1.03 ms
+    ev.alone_sized = [Burst(291, 400.0, 8.0)] * 3  # slowed: 1.35 ms a call
+    assert ev.alone_for_cap() is ev.alone
+    inter = [Burst(291, 308.0, 8.0)] * 6  # the reference interleaved slowed fivefold
+    capped = reference_means(Evidence(alone=ev.alone, alone_sized=[Burst(291, 70.0, 8.0)] * 3)
+                             .alone_for_cap(), inter)
+    assert statistics.median(capped) == pytest.approx(1.05 * 62.0 / 291)
+
+
+def test_the_parents_helper_threads_wait_while_a_window_is_timed(tmp_path: Path) -> None:
+    """Round 12: the parent's disk watch scans what the candidate wrote, when the OS schedules
+    it; a candidate could move its scans into the reference's windows. Helper threads that
+    work on what a candidate made wait at the window gate while a window is timed."""
+    import threading
+
+    from cudal1_evaluator.parent import diskcap, window_gate
+
+    for i in range(3 * diskcap.GATE_EVERY):
+        (tmp_path / f"f{i}").write_bytes(b"x")
+    done = threading.Event()
+    with window_gate.window():
+        thread = threading.Thread(target=lambda: (diskcap.disk_use_mb(tmp_path), done.set()))
+        thread.start()
+        assert not done.wait(0.5), "the scan ran while a window was timed"
+    assert done.wait(5.0), "the scan did not resume once the window closed"
+    thread.join()
