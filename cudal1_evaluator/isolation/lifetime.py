@@ -29,6 +29,7 @@ import os
 import select
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -273,7 +274,7 @@ def sweep_temp_dirs(temp_root: Path, swept: Swept) -> None:
         else:
             dead = True
         if dead:
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path)
             if not path.exists():
                 swept.temp_dirs.append(str(path))
 
@@ -309,3 +310,19 @@ def sweep_stale(build_roots: list[Path], temp_root: Path | None = None) -> Swept
     for root in dict.fromkeys(build_roots):
         sweep_build_locks(root, swept)
     return swept
+
+
+def remove_tree(path: Path) -> None:
+    """A dir a candidate wrote into, removed whatever it made there. ``rm -rf`` walks a tree of
+    any depth and path length; ``shutil.rmtree`` recurses, and a tree deeper than Python's
+    recursion limit raised out of the cleanup (round 13: an evaluation turned "cancelled" and
+    its tree stayed on disk). Never raises."""
+    if not os.path.lexists(path):
+        return
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(["rm", "-rf", "--", os.fspath(path)], check=False, timeout=300,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    if os.path.lexists(path):
+        with contextlib.suppress(Exception):
+            shutil.rmtree(path, ignore_errors=True)

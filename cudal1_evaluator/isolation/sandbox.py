@@ -14,7 +14,6 @@ import json
 import os
 import resource
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -126,6 +125,9 @@ def _tail(path: Path, limit: int = 8000) -> str:
         return ""
 
 
+PROGRESS_LINE_MOST = 64 << 10  # a progress line read at most this long at a time
+
+
 def _drain(fd: int, sink: bytearray, limit: int) -> None:
     with os.fdopen(fd, "rb", buffering=0) as fh:
         while chunk := fh.read(65536):
@@ -142,7 +144,7 @@ class _ProgressReader:
 
     def _loop(self) -> None:
         with os.fdopen(self._fd, "rb") as fh:
-            for line in fh:
+            while line := fh.readline(PROGRESS_LINE_MOST):  # a longer line: parts, ignored
                 window_gate.between_windows()  # what a child wrote costs no timed window
                 event = channel.parse_progress(line)
                 if event is None:
@@ -198,8 +200,8 @@ class Child:
             raise
 
     def _remove_dirs(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-        shutil.rmtree(self.exchange, ignore_errors=True)
+        lifetime.remove_tree(self.root)
+        lifetime.remove_tree(self.exchange)
 
     def _start(self, job_text: str | None, warm_device: str) -> None:
         home, tmp = self.root / "home", self.root / "tmp"

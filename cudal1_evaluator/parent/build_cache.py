@@ -21,11 +21,12 @@ import fcntl
 import hashlib
 import os
 import re
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from cudal1_evaluator.isolation import lifetime
 
 _FLAG_VARS = ("CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "TORCH_CUDA_ARCH_LIST",
               "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "CUDA_HOME")
@@ -133,7 +134,7 @@ def _remove_interrupted(path: Path) -> list[str]:
         if not baton.is_file():
             continue
         if baton.parent.parent == extensions:
-            shutil.rmtree(baton.parent, ignore_errors=True)
+            lifetime.remove_tree(baton.parent)
         else:
             baton.unlink(missing_ok=True)
         removed.append(baton.parent.name)

@@ -63,6 +63,8 @@ MIN_CALLS = 4  # calls per window at least
 MAX_CALLS = 1024
 MIN_BURSTS = 6  # windows per side before the loop may stop on a stable median
 ALONE_BURSTS = 3  # the reference alone, before the candidate is imported
+ALONE_MOST = 12  # windows of the reference alone at most, until the last ALONE_BURSTS agree
+ALONE_SETTLED = 1.25  # the slowest of those within this of the fastest, a call
 ALONE_ONCE_BURSTS = 6  # the same, where it also gives a window's once cost (``alone_intercept``)
 SHORT_CALLS = SAMPLED_CALLS + 1  # the short windows of ``alone_intercept``: a full seal
 WINDOW_TARGET_MS = 40.0  # work per window at least
@@ -216,6 +218,13 @@ def undersized(per_call_ms: dict[str, float], wanted: dict[str, int],
     if all(calls <= 2 * sizes[side] for side, calls in sized.items()):
         return None
     return sized
+
+
+def _agree(bursts: list[Burst], handoff_ms: float) -> bool:
+    """Whether windows read alike a call (the slowest within ``ALONE_SETTLED`` of the fastest),
+    with ``handoff_ms`` taken off each."""
+    per_call = [replace(b, handoff_ms=handoff_ms).mean_ms() for b in bursts]
+    return max(per_call) <= ALONE_SETTLED * min(per_call)
 
 
 def window_bytes(device: str, free: int) -> int:
@@ -653,16 +662,32 @@ class Conductor:
         """The reference alone, each window followed by an empty one; every window's hand-off
         the median of those empty ones (taken in the same conditions, before the candidate is
         imported; not the few at the start, which a stall can hold: on an H200 a reference
-        alone read 0.99 ms a call against 1.80 ms interleaved and 1.76 ms independently)."""
-        bursts, empties = [], []
-        for _ in range(ALONE_BURSTS + 1):
-            ids = self._new_sets(self.ev.calls)
-            bursts.append(self._window("reference", ids))
-            self._release(ids)
-            self._empty_windows(1)
-            empties.append(self.ev.handoff[-1])
-        handoff = statistics.median(empties)
-        return [replace(b, handoff_ms=handoff) for b in bursts]
+        alone read 0.99 ms a call against 1.80 ms interleaved and 1.76 ms independently).
+        The first one (discarded by ``time_alone``) and the settled ones (``_settled``)."""
+        return self._settled(self.ev.calls, empty_after=True)
+
+    def _settled(self, calls: int, empty_after: bool) -> list[Burst]:
+        """Windows of the reference alone until the last ``ALONE_BURSTS`` agree (the slowest
+        within ``ALONE_SETTLED`` of the fastest a call) or ``ALONE_MOST`` ran: a runner's
+        first windows after its pool is made pay its first touches (on a 2-core host three
+        windows of an honest reference read 1.74, 1.03 and 0.52 ms a call against 0.41–0.46
+        interleaved, and held the cap on a slowed reference that much looser). Returns the
+        window before the settled ones, then those; each with the median of the empty
+        windows that followed them as its hand-off."""
+        bursts: list[Burst] = []
+        empties: list[float] = []
+        while len(bursts) < ALONE_MOST:
+            bursts += self._reference_windows(calls, 1)
+            if empty_after:
+                self._empty_windows(1)
+                empties.append(self.ev.handoff[-1])
+            else:
+                empties.append(self._window("reference", []).wall_ms)
+            if len(bursts) > ALONE_BURSTS and _agree(bursts[-ALONE_BURSTS:],
+                                                     statistics.median(empties)):
+                break
+        handoff = statistics.median(empties[-ALONE_BURSTS:])
+        return [replace(b, handoff_ms=handoff) for b in bursts[-ALONE_BURSTS - 1:]]
 
     def _size_windows(self) -> None:
         """A window of the reference of ``2 * MIN_CALLS`` calls (after one that pays the
@@ -804,12 +829,7 @@ class Conductor:
         self.ev.alone_sized = []
         if not self.ev.alone or self.sizes()["reference"] == self.ev.alone[0].calls:
             return
-        bursts, empties = [], []
-        for _ in range(ALONE_BURSTS + 1):
-            bursts += self._reference_windows(self.sizes()["reference"], 1)
-            empties.append(self._window("reference", []).wall_ms)
-        handoff = statistics.median(empties)
-        self.ev.alone_sized = [replace(b, handoff_ms=handoff) for b in bursts[1:]]
+        self.ev.alone_sized = self._settled(self.sizes()["reference"], empty_after=False)[1:]
 
     def _resized_from_timed(self) -> bool:
         """Sized again from the timed rounds' own medians when a side's windows hold under

@@ -36,6 +36,8 @@ def window() -> Iterator[None]:
 
 
 def between_windows(wait_most_s: float = WAIT_MOST_S) -> None:
-    """Return once no window is being timed (or after ``wait_most_s``)."""
+    """Return once no window is being timed (or after ``wait_most_s``); cheap when none is."""
+    if not _open:
+        return
     with _changed:
         _changed.wait_for(lambda: _open == 0, timeout=wait_most_s)

@@ -515,7 +515,7 @@ def test_the_parents_helper_threads_wait_while_a_window_is_timed(tmp_path: Path)
 
     from cudal1_evaluator.parent import diskcap, window_gate
 
-    for i in range(3 * diskcap.GATE_EVERY):
+    for i in range(300):
         (tmp_path / f"f{i}").write_bytes(b"x")
     done = threading.Event()
     with window_gate.window():
@@ -524,3 +524,33 @@ def test_the_parents_helper_threads_wait_while_a_window_is_timed(tmp_path: Path)
         assert not done.wait(0.5), "the scan ran while a window was timed"
     assert done.wait(5.0), "the scan did not resume once the window closed"
     thread.join()
+
+
+def test_a_tree_deeper_than_the_recursion_limit_is_removed(tmp_path: Path) -> None:
+    """Round 13: a candidate's 2000-level tree in its temp dir made the cleanup raise
+    (``shutil.rmtree`` recurses), the evaluation read "cancelled" and the tree stayed."""
+    import sys
+
+    from cudal1_evaluator.isolation import lifetime
+
+    root = deepest = tmp_path / "root"
+    root.mkdir()
+    for _ in range(sys.getrecursionlimit() + 200):  # pathlib's mkdir(parents=True) recurses
+        deepest = deepest / "d"
+        os.mkdir(deepest)
+    (deepest / "f").write_bytes(b"x")
+    lifetime.remove_tree(root)
+    assert not root.exists()
+    lifetime.remove_tree(root)  # gone already: nothing raised
+
+
+def test_the_alone_windows_settle_before_they_are_kept() -> None:
+    """A reference runner's first windows after its pool is made pay its first touches: on a
+    2-core host three of them read 1.74, 1.03 and 0.52 ms a call against 0.41-0.46
+    interleaved. Alone windows are kept once the last three agree within 25 % a call."""
+    from cudal1_evaluator.parent.conduct import _agree
+
+    warming = [Burst(24, 45.7, 4.0), Burst(24, 28.6, 4.0), Burst(24, 16.5, 4.0)]
+    settled = [Burst(24, 15.0, 4.0), Burst(24, 14.2, 4.0), Burst(24, 15.6, 4.0)]
+    assert not _agree(warming, 4.0)
+    assert _agree(settled, 4.0)
