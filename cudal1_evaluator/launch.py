@@ -209,7 +209,8 @@ def _converse(cond: conduct.Conductor, job: Job,
                 cond.add_matched(start_matched())
             cond.timing()
             cond.settle_handoff()
-            if verdict.slowed_now(ev) and cond.alone_age is not None:
+            if verdict.slowed_now(ev) and cond.alone_age is not None and \
+                    ev.alone_for_cap() is ev.alone:  # a reused alone figure holds the cap
                 _fresh_alone(cond)
         _prewarm_early(job)
 

@@ -128,24 +128,26 @@ def _tail(path: Path, limit: int = 8000) -> str:
 PROGRESS_LINE_MOST = 64 << 10  # a progress line read at most this long at a time
 
 
-def _drain(fd: int, sink: bytearray, limit: int) -> None:
+def _drain(fd: int, sink: bytearray, limit: int, gate_of: Callable[[], window_gate.Gate]
+           ) -> None:
     with os.fdopen(fd, "rb", buffering=0) as fh:
         while chunk := fh.read(65536):
-            window_gate.between_windows()  # what a child wrote costs no timed window
+            gate_of().between_windows()  # what a child wrote costs no timed window
             if len(sink) < limit:
                 sink.extend(chunk)
 
 
 class _ProgressReader:
-    def __init__(self, fd: int, on_progress: ProgressFn | None) -> None:
+    def __init__(self, fd: int, on_progress: ProgressFn | None,
+                 gate_of: Callable[[], window_gate.Gate]) -> None:
         self.last_stage = ""
-        self._fd, self._on = fd, on_progress
+        self._fd, self._on, self._gate_of = fd, on_progress, gate_of
         self.thread = threading.Thread(target=self._loop, daemon=True, name="eval-progress")
 
     def _loop(self) -> None:
         with os.fdopen(self._fd, "rb") as fh:
             while line := fh.readline(PROGRESS_LINE_MOST):  # a longer line: parts, ignored
-                window_gate.between_windows()  # what a child wrote costs no timed window
+                self._gate_of().between_windows()  # what a child wrote costs no timed window
                 event = channel.parse_progress(line)
                 if event is None:
                     continue
@@ -177,6 +179,7 @@ class Child:
                  warm_device: str = "", talk: bool = False,
                  writable: Sequence[str] = ()) -> None:
         self.mode, self.limits = mode, limits
+        self.gate = window_gate.OPEN  # the timing evaluation's, once a conductor takes it
         # talk: a socket for the parent's request/reply protocol (cudal1_evaluator.wire.talk)
         self.talk: socket.socket | None = None
         self._talk_wanted = talk
@@ -392,14 +395,17 @@ class Child:
                   on_progress: ProgressFn | None, result_limit: int) -> Outcome:
         proc, started = self.proc, time.monotonic()
         data = bytearray()
+        def gate_of() -> window_gate.Gate:
+            return self.gate  # set once an evaluation's conductor takes this child
+
         reader = threading.Thread(
-            target=_drain, args=(self._result_r, data, result_limit), daemon=True
+            target=_drain, args=(self._result_r, data, result_limit, gate_of), daemon=True
         )
         reader.start()
-        progress = _ProgressReader(self._progress_r, on_progress)
+        progress = _ProgressReader(self._progress_r, on_progress, gate_of)
         progress.thread.start()
         disk = diskcap.DiskWatch([self.root], _build_root(self.job_path),
-                                 self.limits.disk_mb).start(proc.pid)
+                                 self.limits.disk_mb, gate_of).start(proc.pid)
         outcome = _wait(proc, timeout_s, self.limits, cancel, self._worker_pid)
         disk.stop()
         if disk.exceeded:

@@ -151,13 +151,17 @@ def beyond_the_system() -> list[str]:
     candidate code, which needs the system's tools and libraries, not the users' files (a
     red team listed another checkout of this project, and ``.git`` in it, from a candidate).
     What the child needs in one (the interpreter, its tools, its own dirs) is bound back; not
-    one where such a dir lies at or above it (hiding it would hide the interpreter)."""
+    one where such a dir lies at or above it (hiding it would hide the interpreter). A name
+    that links into a system dir (``/home`` -> ``/var/home`` on ostree hosts) is hidden there,
+    never a whole system dir."""
     needed = _needed_dirs()
     out = []
     for name in sorted(os.listdir(os.sep)):
         path = os.path.realpath(os.path.join(os.sep, name))
         top = path.split(os.sep)[1] if path != os.sep else ""
-        if top and top not in SYSTEM_DIRS and os.path.isdir(path) and \
+        users = name not in SYSTEM_DIRS or top not in SYSTEM_DIRS  # /home -> /var/home too
+        whole = top in SYSTEM_DIRS and path == os.path.join(os.sep, top)  # a link to /usr
+        if top and users and not whole and os.path.isdir(path) and \
                 not any(namespaces.under(path, d) for d in needed):
             out.append(path)
     return list(dict.fromkeys(out))

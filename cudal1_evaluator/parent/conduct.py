@@ -290,6 +290,9 @@ class Conductor:
         self._shared_sizes: dict[str, int] = {}  # the candidate's exchange files, as made
         self._quiet: CpuReading | None = None  # the candidate, stopped since its last request
         self.host = HostOutputs(job.device == "cpu", referee.child.exchange)
+        self.gate = window_gate.Gate()  # this evaluation's helper threads wait in its windows
+        for running in self.children():
+            running.child.gate = self.gate
 
     @property
     def wrk(self) -> Running:
@@ -416,7 +419,7 @@ class Conductor:
         self._ask_referee({"op": "flush"})
         if side == "candidate":  # nothing of it ran while its inputs were being filled
             self._no_escape(before)
-        with window_gate.window():  # the parent's helper threads wait meanwhile
+        with self.gate.window():  # this evaluation's helper threads wait meanwhile
             started = time.perf_counter_ns()
             copy = side == "candidate" and self.copy_outputs
             reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy,
@@ -635,9 +638,10 @@ class Conductor:
         the windows are new but the once cost stays the first."""
         iterations: list[tuple[float, float, float]] = []
         bursts = []
-        short = min(SHORT_CALLS, self.ev.calls)
+        calls = self.sizes()["reference"]
+        short = min(SHORT_CALLS, calls)
         for _ in range(ALONE_ONCE_BURSTS + 1):
-            ids = self._new_sets(self.ev.calls)
+            ids = self._new_sets(calls)
             wall: dict[str, float] = {}
             order = ["full", "short", "empty"]
             self._rng.shuffle(order)
@@ -653,7 +657,7 @@ class Conductor:
             iterations.append((wall["full"], wall["short"], wall["empty"]))
             self._release(ids)
         if not self.candidate_ran:
-            self.ev.once_ms = once_cost(self.ev.calls, short, iterations[1:])
+            self.ev.once_ms = once_cost(calls, short, iterations[1:])
         empty = statistics.median(e for _f, _o, e in iterations[1:])
         return [replace(b, handoff_ms=empty + self.ev.once_ms, once_ms=self.ev.once_ms)
                 for b in bursts]
@@ -664,7 +668,7 @@ class Conductor:
         imported; not the few at the start, which a stall can hold: on an H200 a reference
         alone read 0.99 ms a call against 1.80 ms interleaved and 1.76 ms independently).
         The first one (discarded by ``time_alone``) and the settled ones (``_settled``)."""
-        return self._settled(self.ev.calls, empty_after=True)
+        return self._settled(self.sizes()["reference"], empty_after=True)
 
     def _settled(self, calls: int, empty_after: bool) -> list[Burst]:
         """Windows of the reference alone until the last ``ALONE_BURSTS`` agree (the slowest
@@ -683,10 +687,15 @@ class Conductor:
                 empties.append(self.ev.handoff[-1])
             else:
                 empties.append(self._window("reference", []).wall_ms)
-            if len(bursts) > ALONE_BURSTS and _agree(bursts[-ALONE_BURSTS:],
-                                                     statistics.median(empties)):
+            handoff = statistics.median(empties[-ALONE_BURSTS:])
+            if len(bursts) > ALONE_BURSTS and _agree(bursts[-ALONE_BURSTS:], handoff):
                 break
-        handoff = statistics.median(empties[-ALONE_BURSTS:])
+        else:
+            if not any(f.code == "alone_unsettled" for f in self.ev.flags):
+                self.ev.flags.append(Flag("alone_unsettled", f"the reference's windows alone "
+                                          f"did not agree within {ALONE_SETTLED - 1:.0%} a "
+                                          f"call in {ALONE_MOST} windows: the last "
+                                          f"{ALONE_BURSTS} kept", "info"))
         return [replace(b, handoff_ms=handoff) for b in bursts[-ALONE_BURSTS - 1:]]
 
     def _size_windows(self) -> None:
@@ -784,6 +793,7 @@ class Conductor:
         """Time the reference under the candidate's precision in a runner of its own, built
         under those settings from its first op on (cuDNN keeps plans chosen earlier)."""
         self.runners["matched"] = runner
+        runner.child.gate = self.gate
         _signal(runner, signal.SIGSTOP)
         self._xdirs()
         self._init_runner("matched")
@@ -795,21 +805,21 @@ class Conductor:
         if self._size_sides():
             self._round(keep=False)  # the new slots' first touch, untimed
         self._alone_at_size()
-        self._timed_rounds()
+        started = time.monotonic()  # one timing budget, however often the rounds start over
+        self._timed_rounds(started)
         if self._resized_from_timed():  # the sizing round ran far slower than the timed ones
             self._round(keep=False)
             self._alone_at_size()
-            self._timed_rounds()
+            self._timed_rounds(started)
         self.shared.settle()
         self._settle_kept()
         self.ev.timed = True
 
-    def _timed_rounds(self) -> None:
+    def _timed_rounds(self, started: float) -> None:
         job = self.job
         calls = max(self.sizes().values())
         most = max(MIN_BURSTS, math.ceil(job.max_samples / calls))
         least = max(MIN_BURSTS, math.ceil(job.min_samples / calls))
-        started = time.monotonic()
         while len(self.ev.candidate) < most:
             self._round(keep=True)
             self._progress("timing", len(self.ev.candidate), most)
@@ -829,7 +839,9 @@ class Conductor:
         self.ev.alone_sized = []
         if not self.ev.alone or self.sizes()["reference"] == self.ev.alone[0].calls:
             return
-        self.ev.alone_sized = self._settled(self.sizes()["reference"], empty_after=False)[1:]
+        sized = self._settled(self.sizes()["reference"], empty_after=False)[1:]
+        self.ev.alone_sized = [replace(b, handoff_ms=b.handoff_ms + self.ev.once_ms,
+                                       once_ms=self.ev.once_ms) for b in sized]
 
     def _resized_from_timed(self) -> bool:
         """Sized again from the timed rounds' own medians when a side's windows hold under
@@ -856,7 +868,7 @@ class Conductor:
             self.ev.side_calls[side] = calls
             self._attach(side, calls)
         self.ev.reference, self.ev.candidate, self.ev.matched = [], [], []
-        self.ev.round_handoff = []
+        self.ev.round_handoff, self._kept_span = [], None
         return True
 
     def sizes(self) -> dict[str, int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from cudal1_evaluator.isolation import lifetime
@@ -20,7 +21,7 @@ INTERVAL_S = 1.0
 EXTRA_KEY = "disk_exceeded_mb"  # in ``Outcome.extra``: the cap that was passed
 
 
-def disk_use_mb(root: Path) -> float:
+def disk_use_mb(root: Path, gate: window_gate.Gate | None = None) -> float:
     """Blocks allocated under ``root`` (a sparse file counts for what it really takes); the
     scan pauses before each entry while a window is timed (``window_gate``): an entry deep in
     a tree costs a path walk (0.2 ms at 2000 levels), and 256 of them between looks at the
@@ -29,7 +30,8 @@ def disk_use_mb(root: Path) -> float:
     while stack:
         with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
             for entry in entries:
-                window_gate.between_windows()
+                if gate is not None:
+                    gate.between_windows()
                 with contextlib.suppress(OSError):
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
@@ -39,18 +41,22 @@ def disk_use_mb(root: Path) -> float:
 
 
 class DiskWatch:
-    """Watches ``own`` dirs (wholly the child's) and ``shared`` ones (counted by growth)."""
+    """Watches ``own`` dirs (wholly the child's) and ``shared`` ones (counted by growth); its
+    scans wait at ``gate_of()``'s gate while a window is timed (the baseline scan of the
+    shared dirs, before the child runs, does not)."""
 
-    def __init__(self, own: list[Path], shared: list[Path], limit_mb: int) -> None:
-        self.own, self.limit_mb = own, limit_mb
+    def __init__(self, own: list[Path], shared: list[Path], limit_mb: int,
+                 gate_of: Callable[[], window_gate.Gate] = lambda: window_gate.OPEN) -> None:
+        self.own, self.limit_mb, self.gate_of = own, limit_mb, gate_of
         self.baseline = {path: disk_use_mb(path) for path in shared}
         self.exceeded = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def used_mb(self) -> float:
-        grown = sum(max(0.0, disk_use_mb(p) - base) for p, base in self.baseline.items())
-        return sum(disk_use_mb(p) for p in self.own) + grown
+        gate = self.gate_of()
+        grown = sum(max(0.0, disk_use_mb(p, gate) - base) for p, base in self.baseline.items())
+        return sum(disk_use_mb(p, gate) for p in self.own) + grown
 
     def start(self, session_id: int) -> DiskWatch:
         self._thread = threading.Thread(target=self._loop, args=(session_id,), daemon=True,

@@ -57,7 +57,7 @@ def parse_progress(line: bytes) -> tuple[str, int, int, str] | None:
     try:
         stage, done, total, detail = json.loads(line)
         return str(stage), int(done), int(total), str(detail)[:200]
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # "[[[[..." nests past the limit
         return None
 
 

@@ -407,3 +407,15 @@ def test_top_level_dirs_of_users_data_are_hidden(tmp_path: Path) -> None:
     (OUT / "report.json").write_text(json.dumps(seen))
     """))
     assert all(seen[p] == [] for p in bare), seen
+
+
+def test_a_users_dir_linked_into_a_system_dir_is_hidden_there(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On ostree hosts ``/home`` links to ``/var/home``: hidden there; a link to a whole
+    system dir is never hidden (it would hide ``/usr``)."""
+    links = {"/home": "/var/home", "/usr": "/usr", "/weird": "/usr", "/data": "/data"}
+    monkeypatch.setattr(sandbox_layers.os, "listdir", lambda _: ["home", "usr", "weird", "data"])
+    monkeypatch.setattr(sandbox_layers.os.path, "realpath", lambda p: links.get(p, p))
+    monkeypatch.setattr(sandbox_layers.os.path, "isdir", lambda _: True)
+    monkeypatch.setattr(sandbox_layers, "_needed_dirs", lambda: [])
+    assert sandbox_layers.beyond_the_system() == ["/data", "/var/home"]

@@ -510,20 +510,32 @@ def test_the_cap_holds_to_the_lower_alone_figure() -> None:
 def test_the_parents_helper_threads_wait_while_a_window_is_timed(tmp_path: Path) -> None:
     """Round 12: the parent's disk watch scans what the candidate wrote, when the OS schedules
     it; a candidate could move its scans into the reference's windows. Helper threads that
-    work on what a candidate made wait at the window gate while a window is timed."""
+    work on what a candidate made wait at their evaluation's gate while it times a window;
+    another evaluation's gate (another GPU's lane in the same process) holds them not."""
     import threading
 
     from cudal1_evaluator.parent import diskcap, window_gate
 
     for i in range(300):
         (tmp_path / f"f{i}").write_bytes(b"x")
+    ours, theirs = window_gate.Gate(), window_gate.Gate()
     done = threading.Event()
-    with window_gate.window():
-        thread = threading.Thread(target=lambda: (diskcap.disk_use_mb(tmp_path), done.set()))
+    with ours.window():
+        thread = threading.Thread(target=lambda: (diskcap.disk_use_mb(tmp_path, ours),
+                                                  done.set()))
         thread.start()
         assert not done.wait(0.5), "the scan ran while a window was timed"
     assert done.wait(5.0), "the scan did not resume once the window closed"
     thread.join()
+    with theirs.window():
+        assert diskcap.disk_use_mb(tmp_path, ours) > 0  # not held by another's window
+
+
+def test_a_progress_line_that_nests_past_the_recursion_limit_is_ignored() -> None:
+    from cudal1_evaluator.wire import channel
+
+    assert channel.parse_progress(b"[" * 65536) is None
+    assert channel.parse_progress(b'["timing", 1, 6, ""]') == ("timing", 1, 6, "")
 
 
 def test_a_tree_deeper_than_the_recursion_limit_is_removed(tmp_path: Path) -> None:
