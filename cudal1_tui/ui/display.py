@@ -24,7 +24,7 @@ MASK_RATE = "•• tok/s"
 # clock (a cache's age, the noise of a measurement), so the masked mode leaves them out.
 TIMING_NOTES = frozenset({"reference_pristine_reused", "reference_pristine_remeasured",
                           "reference_slowed", "speedup_within_noise", "window_once_cost",
-                          "window_once_skipped", "windows_resized"})
+                          "window_once_skipped", "windows_resized", "alone_unsettled"})
 
 
 @dataclass(frozen=True)
