@@ -864,9 +864,7 @@ class Conductor:
         self.ev.flags.append(Flag("windows_resized", "the windows were sized from an untimed "
                                   "round that ran far slower than the timed ones: sized again "
                                   "from the timed rounds and timed again", "info"))
-        for side, calls in sized.items():
-            self.ev.side_calls[side] = calls
-            self._attach(side, calls)
+        self._resize(sized)
         self.ev.reference, self.ev.candidate, self.ev.matched = [], [], []
         self.ev.round_handoff, self._kept_span = [], None
         return True
@@ -883,13 +881,15 @@ class Conductor:
         True when a size changed (those pools made again)."""
         per_call = {side: b.mean_ms() for side, b in self._last.items() if b.calls}
         wanted = {side: self._calls_for(ms) for side, ms in per_call.items()}
-        changed = False
-        for side, calls in sized_together(per_call, wanted).items():
-            if calls != self.sizes()[side]:
-                self.ev.side_calls[side] = calls
-                self._attach(side, calls)
-                changed = True
-        return changed
+        return self._resize(sized_together(per_call, wanted))
+
+    def _resize(self, sized: dict[str, int]) -> bool:
+        """Each side's pool made again where its calls a window change; True when one did."""
+        changed = {side: calls for side, calls in sized.items() if calls != self.sizes()[side]}
+        for side, calls in changed.items():
+            self.ev.side_calls[side] = calls
+            self._attach(side, calls)
+        return bool(changed)
 
     def _stable(self) -> bool:
         sides = [self.ev.reference, self.ev.candidate] + ([self.ev.matched] if self.ev.matched
