@@ -168,6 +168,14 @@ class Flag:
     severity: Severity = "reject"
 
 
+# Flags that only say how a time was measured; whether one appears follows the clock and the
+# machine's load (a cache's age, how noisy the windows were), not the candidate. Two runs of
+# one candidate may differ in these and nothing else.
+TIMING_NOTES = frozenset({"reference_pristine_reused", "reference_pristine_remeasured",
+                          "reference_slowed", "speedup_within_noise", "window_once_cost",
+                          "window_once_skipped", "windows_resized", "alone_unsettled"})
+
+
 @dataclass
 class TimingSummary:
     """Raw samples (milliseconds) and their summary."""

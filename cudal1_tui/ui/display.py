@@ -14,17 +14,13 @@ from dataclasses import dataclass
 
 from textual.dom import DOMNode
 
+from cudal1_evaluator.schema import TIMING_NOTES
 from cudal1_tui.ui.format import error_text, ms_text, speedup_text, tokens_rate_text
 
 MASK_SPEEDUP = "•.••×"
 MASK_TIME = "•.•• ms"
 MASK_ERROR = "•.•e-••"
 MASK_RATE = "•• tok/s"
-# Flags that only say how a time was measured or read; whether one appears depends on the
-# clock (a cache's age, the noise of a measurement), so the masked mode leaves them out.
-TIMING_NOTES = frozenset({"reference_pristine_reused", "reference_pristine_remeasured",
-                          "reference_slowed", "speedup_within_noise", "window_once_cost",
-                          "window_once_skipped", "windows_resized", "alone_unsettled"})
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from test_headless import GOOD, cli, env_for
 
+from cudal1_evaluator.schema import TIMING_NOTES
 from cudal1_tui.cluster.ray_backend import RayJudge, runtime_env, ship_tasks
 from cudal1_tui.judging import JUDGE, make_job
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
@@ -23,8 +24,6 @@ from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'cudal1-tui[ray]'")
 
 ROOT = Path(__file__).resolve().parents[2]
-# flags that follow the machine's load at the moment (a busy 2-core CI box), not the candidate
-LOAD_FLAGS = frozenset({"speedup_within_noise", "reference_slowed"})
 CORPUS = ROOT / "benchmarks" / "corpus" / "candidates"
 PAIRS = {  # corpus pairs that run on a CPU: honest, mutating its input, a C++ build
     "diag_broadcast": ("diag_matmul", "ok"),
@@ -62,7 +61,7 @@ def _job(problem: str, candidate: str, tmp: Path) -> Any:
 def _verdict(judge: Any, job: Any) -> tuple[str, str, list[str]]:
     prepared = judge.gate(job)
     result = prepared.verdict or judge.evaluate(job, prepared)
-    codes = sorted(f.code for f in result.flags if f.code not in LOAD_FLAGS)
+    codes = sorted(f.code for f in result.flags if f.code not in TIMING_NOTES)
     return result.status, result.job_id, codes
 
 
