@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,7 @@ class Outcome:
     stderr_tail: str = ""
     last_stage: str = ""
     wall_s: float = 0.0
-    extra: dict[str, int] = field(default_factory=dict)  # diskcap.EXTRA_KEY: the cap passed
+    disk_exceeded: str = ""  # why the disk watch killed the child (diskcap.DiskWatch.over)
 
 
 def signal_name(returncode: int | None) -> str:
@@ -408,8 +408,7 @@ class Child:
                                  self.limits.disk_mb, gate_of).start(proc.pid)
         outcome = _wait(proc, timeout_s, self.limits, cancel, self._worker_pid)
         disk.stop()
-        if disk.exceeded:
-            outcome.extra[diskcap.EXTRA_KEY] = self.limits.disk_mb
+        outcome.disk_exceeded = disk.exceeded
         _kill_group(proc.pid)  # stray grandchildren (ninja, threads' forks) go too
         proc.wait()
         reader.join(timeout=10)

@@ -45,8 +45,8 @@ def stderr_lines(text: str, n: int = 15) -> str:
 
 
 def crash_message(outcome: Outcome, memory_mb: int | None) -> str:
-    if outcome.extra.get(diskcap.EXTRA_KEY):
-        head = diskcap.message(int(outcome.extra[diskcap.EXTRA_KEY]))
+    if outcome.disk_exceeded:
+        head = diskcap.message(outcome.disk_exceeded)
     elif outcome.memory_exceeded:
         head = f"out of memory: the process passed the memory limit ({memory_mb} MB) and was killed"
     elif outcome.signal_name:

@@ -521,14 +521,14 @@ def test_the_parents_helper_threads_wait_while_a_window_is_timed(tmp_path: Path)
     ours, theirs = window_gate.Gate(), window_gate.Gate()
     done = threading.Event()
     with ours.window():
-        thread = threading.Thread(target=lambda: (diskcap.disk_use_mb(tmp_path, ours),
+        thread = threading.Thread(target=lambda: (diskcap.disk_use(tmp_path, ours),
                                                   done.set()))
         thread.start()
         assert not done.wait(0.5), "the scan ran while a window was timed"
     assert done.wait(5.0), "the scan did not resume once the window closed"
     thread.join()
     with theirs.window():
-        assert diskcap.disk_use_mb(tmp_path, ours) > 0  # not held by another's window
+        assert diskcap.disk_use(tmp_path, ours).bytes > 0  # not held by another's window
 
 
 def test_a_progress_line_that_nests_past_the_recursion_limit_is_ignored() -> None:

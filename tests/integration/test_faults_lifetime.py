@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cudal1_evaluator.isolation import lifetime, sandbox
-from cudal1_evaluator.parent import diskcap, verdict
+from cudal1_evaluator.parent import verdict
 from cudal1_evaluator.schema import Job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +45,21 @@ HOARDER = textwrap.dedent("""
     for i in range(400):
         with open(f"junk{i}.bin", "wb") as fh:
             fh.write(os.urandom(1 << 20))
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            return x * 2
+""")
+
+DIGGER = textwrap.dedent("""
+    import os, time
+    import torch.nn as nn
+
+    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(300):  # its path passes PATH_MAX: a path walk would not see the bottom
+        os.mkdir("d" * 200, dir_fd=fd)
+        fd = os.open("d" * 200, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+    time.sleep(600)
 
     class ModelNew(nn.Module):
         def forward(self, x):
@@ -130,8 +145,21 @@ def test_a_candidate_writing_past_the_disk_cap_is_killed_with_a_clear_verdict(
     limits = sandbox.Limits(memory_mb=4096, disk_mb=20)
     child = sandbox.Child("build", limits, job_text=job.to_json())
     outcome = child.run(job.to_json(), 120)
-    assert outcome.extra.get(diskcap.EXTRA_KEY) == 20, outcome
+    assert outcome.disk_exceeded == "more than 20 MB", outcome
     assert "wrote more than 20 MB" in verdict.crash_message(outcome, 4096)
+    assert not child.root.exists()
+
+
+def test_a_candidate_digging_past_what_the_watch_can_walk_is_killed(tmp_path: Path) -> None:
+    """Round 14: a tree deeper than PATH_MAX hid its bytes from the disk watch."""
+    job = Job(problem_source=PROBLEM, candidate_source=DIGGER, timeout_s=120,
+              build_dir=str(tmp_path / "build"))
+    child = sandbox.Child("build", sandbox.Limits(memory_mb=4096, disk_mb=20),
+                          job_text=job.to_json())
+    outcome = child.run(job.to_json(), 120)
+    assert "deeper than" in outcome.disk_exceeded, outcome
+    assert not outcome.timed_out  # killed by the watch, not by the clock
+    assert "deeper than" in verdict.crash_message(outcome, 4096)
     assert not child.root.exists()
 
 
@@ -142,7 +170,7 @@ HOLDER = textwrap.dedent("""
     from cudal1_tui.engine.device_lock import hold_device
     with hold_device("cpu", "session s-holder", root=Path({locks!r})):
         print("held", flush=True)
-        time.sleep(60)
+        time.sleep(600)
 """)
 
 
