@@ -47,7 +47,12 @@ _SYSCALLS = {"x86_64": (428, 429, 442), "aarch64": (428, 429, 442)}  # open_tree
 _PR_SET_PDEATHSIG = 1                                                # mount_setattr
 _PR_SET_DUMPABLE = 4
 _SOURCE_DIR = re.compile(r"src-[0-9a-f]{16}")
-_TMPFS_OPTS = b"mode=1777,size=64m"
+# Every cover is a tmpfs in memory that the candidate may write: each is bounded, so what it
+# can write outside the dirs the disk watch counts is bounded too. The temp dir and /dev/shm
+# take what honest code writes by a fixed path (glibc's semaphores, a library's "/tmp/x");
+# every other hidden place only holds the mount points of dirs bound back.
+_TMPFS_OPTS = b"mode=1777,size=64m,nr_inodes=16384"
+_COVER_OPTS = b"mode=1777,size=1m,nr_inodes=1024"
 LAYER = "process namespace"
 
 
@@ -202,7 +207,7 @@ def enter(plan: dict[str, list[str]]) -> Entered:
         _fork({}, [])
         return done
     _fork(serve, trees)
-    _private_view(mounts, hide, trees, done)
+    _private_view(mounts, hide, set(plan.get("roomy", [])), trees, done)
     _become_init(plan.get("control") or [], done)
     return done
 
@@ -314,8 +319,8 @@ def _fork(serve: dict[str, int], trees: list[tuple[str, bool, int]]) -> None:
         os.close(ack_r)
 
 
-def _private_view(mounts: _Mount, hide: list[str], trees: list[tuple[str, bool, int]],
-                  done: Entered) -> None:
+def _private_view(mounts: _Mount, hide: list[str], roomy: set[str],
+                  trees: list[tuple[str, bool, int]], done: Entered) -> None:
     """In PID 1: the namespace's own /proc, the hidden places covered, own dirs bound back."""
     try:
         mounts.mount(b"proc", "/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
@@ -324,7 +329,7 @@ def _private_view(mounts: _Mount, hide: list[str], trees: list[tuple[str, bool, 
         done.missing["own /proc"] = str(exc)
     try:
         for path in sorted(hide, key=len):
-            _cover(mounts, path, hide)
+            _cover(mounts, path, hide, roomy)
         for path, _, tree in trees:
             os.makedirs(path, exist_ok=True)
             mounts.move_mount(tree, path)
@@ -338,13 +343,12 @@ def _private_view(mounts: _Mount, hide: list[str], trees: list[tuple[str, bool, 
                 os.close(tree)
 
 
-def _cover(mounts: _Mount, path: str, hide: list[str]) -> None:
+def _cover(mounts: _Mount, path: str, hide: list[str], roomy: set[str]) -> None:
     if any(under(path, h) and h != path for h in hide):
         os.makedirs(path, exist_ok=True)  # inside a tmpfs mounted just before
     elif not os.path.isdir(path):
         return
-    # /dev/shm: glibc's POSIX semaphores and shm_open live there, sized as usual
-    options = b"mode=1777" if path == str(lifetime.SHM_DIR) else _TMPFS_OPTS
+    options = _TMPFS_OPTS if path in roomy else _COVER_OPTS
     mounts.mount(b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV, options)
 
 

@@ -103,7 +103,8 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
                    warm_device: str = "") -> dict[str, list[str]] | None:
     """What a candidate-mode child hides in its own mount namespace (``isolation.namespaces``):
     the temp dir, ``/dev/shm``, the exchange base and the build caches, each covered by an
-    empty tmpfs; ``keep``: its writable dirs, bound back; ``serve``: the caches of a child
+    empty tmpfs (``roomy``: the temp dir and ``/dev/shm``, 64 MB; the others 1 MB); ``keep``:
+    its writable dirs, bound back; ``serve``: the caches of a child
     started without its job (warm), whose per-source dir is bound once the job comes. None
     for trusted modes and with the sandbox off. On CUDA ``/dev/shm`` stays: PyTorch's CUDA IPC
     keeps its reference counts in files there that the referee and the runner open by name
@@ -121,6 +122,7 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
             *([str(shared)] if shared is not None else []), *build_roots(job_text), *serve]
     return {"hide": [os.path.realpath(p) for p in dict.fromkeys(hide)],
             "keep": [w for w in writable if w not in serve], "serve": serve,
+            "roomy": [os.path.realpath(p) for p in (tempfile.gettempdir(), *shm)],
             "read": [str(PACKAGE_DIR)] if checkout else [], "sealed": checkout}
 
 

@@ -419,3 +419,39 @@ def test_a_users_dir_linked_into_a_system_dir_is_hidden_there(
     monkeypatch.setattr(sandbox_layers.os.path, "isdir", lambda _: True)
     monkeypatch.setattr(sandbox_layers, "_needed_dirs", lambda: [])
     assert sandbox_layers.beyond_the_system() == ["/data", "/var/home"]
+
+
+@pytest.mark.parametrize("layers", ["auto", "mountns"])
+def test_every_hidden_place_the_candidate_may_write_is_bounded(
+        tmp_path: Path, layers: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The covers over hidden places are tmpfs in memory, outside what the disk watch counts:
+    landlock, or the read-only remount where landlock is missing (``mountns``), lets the
+    candidate write none of them; and were one writable, each holds a bounded amount (the
+    temp dir and ``/dev/shm`` 64 MB, every other 1 MB)."""
+    from cudal1_evaluator.isolation import namespaces
+
+    monkeypatch.setenv("CUDAL1_SANDBOX", layers)
+
+    kept = [*namespaces.interpreter_dirs(), str(sandbox_layers.PACKAGE_DIR), str(tmp_path)]
+    others = [p for p in [*sandbox_layers.homes(), *sandbox_layers.beyond_the_system()]
+              if not any(namespaces.under(k, p) for k in kept)][:3]
+    roomy = [os.path.realpath(tempfile.gettempdir()), str(lifetime.SHM_DIR)]
+    seen, _ = _build(tmp_path, _candidate(f"""
+    seen = {{}}
+    for place in {[*roomy, *others]!r}:
+        wrote = 0
+        try:
+            with open(os.path.join(place, "fill"), "wb") as fh:
+                for _ in range(80):
+                    fh.write(b"x" * 2**20)
+                    fh.flush()
+                    wrote += 2**20
+        except OSError:
+            pass
+        seen[place] = wrote
+    (OUT / "report.json").write_text(json.dumps(seen))
+    """))
+    for place in roomy:
+        assert seen[place] <= 64 * 2**20, seen
+    for place in others:
+        assert seen[place] <= 2**20, seen
