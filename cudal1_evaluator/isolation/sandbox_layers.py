@@ -117,13 +117,37 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     shm = [] if _on_cuda(job_text, warm_device) else [str(lifetime.SHM_DIR)]
     if shared is not None and not shm and shared == lifetime.SHM_DIR:
         shared = None
-    checkout = source_checkout()
+    checkout, cuda = source_checkout(), _on_cuda(job_text, warm_device)
     hide = [tempfile.gettempdir(), *shm, *homes(), *beyond_the_system(), *checkout,
-            *([str(shared)] if shared is not None else []), *build_roots(job_text), *serve]
+            *([str(shared)] if shared is not None else []), *build_roots(job_text), *serve,
+            *daemons_dirs(cuda)]
+    read = [*([str(PACKAGE_DIR)] if checkout else []),
+            *(p for p in RUN_KEPT_ON_CUDA if cuda and os.path.isdir(p))]
     return {"hide": [os.path.realpath(p) for p in dict.fromkeys(hide)],
             "keep": [w for w in writable if w not in serve], "serve": serve,
             "roomy": [os.path.realpath(p) for p in (tempfile.gettempdir(), *shm)],
-            "read": [str(PACKAGE_DIR)] if checkout else [], "sealed": checkout}
+            "read": read, "sealed": checkout}
+
+
+RUN_DIRS = ("/run", "/var/run")
+# What CUDA may use under /run: the persistence daemon's socket dir (the NVIDIA container
+# toolkit mounts the same into containers, whose /run is otherwise their own and empty).
+RUN_KEPT_ON_CUDA = ("/run/nvidia-persistenced",)
+
+
+def daemons_dirs(on_cuda: bool) -> list[str]:
+    """``/run`` (and ``/var/run`` where it is a dir of its own): the sockets of the host's
+    daemons live there (docker, containerd, dbus, systemd). A child started as root stays uid
+    0 to the host, capabilities dropped or not, and uid 0 owns those sockets: connecting to
+    ``docker.sock`` is a way out of every other layer (round 14's open item). Hidden whole;
+    on CUDA what the driver may use is bound back (``RUN_KEPT_ON_CUDA``), and ``/run`` stays
+    where ``/dev/shm`` lies in it (PyTorch's CUDA IPC opens files there by name)."""
+    shm = os.path.realpath(lifetime.SHM_DIR)
+    out = []
+    for path in dict.fromkeys(os.path.realpath(p) for p in RUN_DIRS):
+        if os.path.isdir(path) and not (on_cuda and namespaces.under(shm, path)):
+            out.append(path)
+    return out
 
 
 def source_checkout() -> list[str]:

@@ -455,3 +455,37 @@ def test_every_hidden_place_the_candidate_may_write_is_bounded(
         assert seen[place] <= 64 * 2**20, seen
     for place in others:
         assert seen[place] <= 2**20, seen
+
+
+def test_the_hosts_daemon_sockets_cannot_be_reached(tmp_path: Path) -> None:
+    """A child started as root is uid 0 to the host, and uid 0 owns the daemons' sockets in
+    ``/run`` (``docker.sock``: a way out of every other layer). ``/run`` is hidden: a socket
+    served there is neither listed nor reachable from a candidate."""
+    import socket
+
+    run = Path("/run")
+    if not os.access(run, os.W_OK):
+        pytest.skip("cannot serve a socket in /run as this user")
+    path = run / f"cudal1-test-{uuid.uuid4().hex[:8]}.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    try:
+        seen, _ = _build(tmp_path, _candidate(f"""
+        import subprocess, types
+        # a fresh interpreter: the guard's hooks on sockets are not the layer tested here
+        subprocess.sys = types.SimpleNamespace(**{{**vars(sys), "audit": lambda *a: None}})
+        seen = {{"listing": sorted(os.listdir("/run")) if os.path.isdir("/run") else []}}
+        probe = ("import socket; s = socket.socket(socket.AF_UNIX)\\n"
+                 "try:\\n s.connect({str(path)!r}); print('connected')\\n"
+                 "except OSError as exc: print(repr(exc))")
+        done = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True,
+                              text=True)
+        seen["connect"] = done.stdout.strip() or done.stderr[-300:]
+        (OUT / "report.json").write_text(json.dumps(seen))
+        """))
+    finally:
+        server.close()
+        path.unlink()
+    assert path.name not in seen["listing"], seen  # type: ignore[operator]
+    assert seen["connect"] != "connected", seen
