@@ -106,7 +106,8 @@ class _suppress:
 def _device_dirs() -> list[str]:
     """Where a child must be able to write to use a GPU: device nodes, and on an NVIDIA host
     ``/proc`` (the driver writes there while CUDA initialises: without it CUDA fails with
-    error 304, measured on an H100 under landlock)."""
+    error 304, measured on an H100 under landlock). Files that exist only: a candidate once
+    left files in the host's ``/dev`` (a devtmpfs in memory) that outlived it (round 15)."""
     return ["/dev", "/proc"] if os.path.exists("/dev/nvidiactl") else ["/dev"]
 
 
@@ -199,7 +200,8 @@ def _filesystem(state: Confinement, writable: list[str], *, use_landlock: bool,
                 fixed_size: Sequence[str] = ()) -> None:
     dirs = [*writable, *_device_dirs()]
     if use_landlock:  # /dev holds the exchange dirs (/dev/shm): no truncation beneath it either
-        done, why = landlock.restrict_writes(dirs, fixed_size=[*fixed_size, "/dev"])
+        done, why = landlock.restrict_writes(dirs, fixed_size=[*fixed_size, "/dev"],
+                                             files_only=_device_dirs())
         if done:
             state.layers["files"] = f"landlock {done}: writes only to {len(writable)} dirs"
             state.landlocked = True
@@ -222,7 +224,7 @@ def narrow_writes(dirs: list[str]) -> str:
     real = [os.path.realpath(d) for d in dirs]
     kept = [w for w in _STATE.writable if not any(d.startswith(w + os.sep) for d in real)]
     done, why = landlock.restrict_writes([*real, *kept, *_STATE.private, *_device_dirs()],
-                                         network=False)
+                                         network=False, files_only=_device_dirs())
     if done:
         _STATE.layers["files"] += f"; narrowed to {len(dirs)} dirs of its own"
         return ""

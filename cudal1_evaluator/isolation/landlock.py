@@ -64,11 +64,14 @@ def _handled_fs(abi: int) -> int:
 
 
 def restrict_writes(dirs: list[str], *, network: bool = True,
-                    fixed_size: Sequence[str] = ()) -> tuple[str, str]:
+                    fixed_size: Sequence[str] = (),
+                    files_only: Sequence[str] = ()) -> tuple[str, str]:
     """Allow writes beneath ``dirs`` only (and with ``network``, refuse TCP and scope signals
     where the ABI can: a stacked layer needs not repeat them). Files beneath ``fixed_size``
     (also in ``dirs``) may be written but not truncated (ABI 3+): memory the referee maps
-    there cannot be cut short under it (a read past a file's end is a SIGBUS).
+    there cannot be cut short under it (a read past a file's end is a SIGBUS). Beneath
+    ``files_only`` (also in ``dirs``) only files that exist may be written: nothing made,
+    removed or moved (device nodes are written; nothing new belongs in ``/dev``).
     Returns ("ABI n", "") when in force, else ("", why not)."""
     abi, why = abi_version()
     if not abi:
@@ -83,8 +86,12 @@ def restrict_writes(dirs: list[str], *, network: bool = True,
         return "", f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}"
     try:
         keep = {os.path.realpath(d) for d in fixed_size}
+        existing = {os.path.realpath(d) for d in files_only}
         for path in dict.fromkeys(os.path.realpath(d) for d in dirs):
-            problem = _allow(add_rule, ruleset, path, fs & ~_TRUNCATE if path in keep else fs)
+            rights = fs & ~_TRUNCATE if path in keep else fs
+            if path in existing:
+                rights &= _WRITE_FILE | _TRUNCATE
+            problem = _allow(add_rule, ruleset, path, rights)
             if problem:
                 return "", problem
         libc = ctypes.CDLL(None, use_errno=True)

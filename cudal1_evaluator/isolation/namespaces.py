@@ -39,6 +39,7 @@ from typing import NoReturn
 from cudal1_evaluator.isolation import lifetime
 
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
+CLONE_NEWIPC = 0x08000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
 _OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC, _AT_RECURSIVE = 1, os.O_CLOEXEC, 0x8000
 _AT_EMPTY_PATH, _MOVE_MOUNT_F_EMPTY_PATH, _AT_FDCWD = 0x1000, 0x4, -100
@@ -161,11 +162,15 @@ def _binds(hide: Sequence[str], keep: Sequence[str], read: Sequence[str] = (),
     return chosen
 
 
-def _unshare(libc: ctypes.CDLL) -> tuple[bool, str]:
-    """Enter the new namespaces: (entered, why the view cannot be made private)."""
+def _unshare(libc: ctypes.CDLL, own_ipc: bool) -> tuple[bool, str]:
+    """Enter the new namespaces: (entered, why the view cannot be made private). With
+    ``own_ipc`` an IPC namespace too: System V shared memory, semaphores and message queues
+    the candidate makes die with it, and the host's are out of its reach (round 15: a
+    segment made in one evaluation was written by the next, and outlived both)."""
     uid, gid = os.geteuid(), os.getegid()
     user = 0 if uid == 0 else CLONE_NEWUSER
-    if libc.unshare(CLONE_NEWPID | CLONE_NEWNS | user) != 0:
+    ipc = CLONE_NEWIPC if own_ipc else 0
+    if libc.unshare(CLONE_NEWPID | CLONE_NEWNS | ipc | user) != 0:
         return False, f"unshare(PID and mount namespaces): {os.strerror(ctypes.get_errno())}"
     if user:
         try:
@@ -188,7 +193,7 @@ def enter(plan: dict[str, list[str]]) -> Entered:
     except (KeyError, OSError, AttributeError) as exc:
         done.missing[LAYER] = f"no mount syscalls here ({platform.machine()}: {exc})"
         return done
-    entered, why = _unshare(mounts.libc)
+    entered, why = _unshare(mounts.libc, plan.get("ipc") == ["own"])
     if not entered:
         done.missing[LAYER] = why
         return done

@@ -105,7 +105,9 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     the temp dir, ``/dev/shm``, the exchange base and the build caches, each covered by an
     empty tmpfs (``roomy``: the temp dir and ``/dev/shm``, 64 MB; the others 1 MB); ``keep``:
     its writable dirs, bound back; ``serve``: the caches of a child
-    started without its job (warm), whose per-source dir is bound once the job comes. None
+    started without its job (warm), whose per-source dir is bound once the job comes;
+    ``ipc``: its own IPC namespace, on the CPU (CUDA IPC across IPC namespaces is not yet
+    proven on a GPU host). None
     for trusted modes and with the sandbox off. On CUDA ``/dev/shm`` stays: PyTorch's CUDA IPC
     keeps its reference counts in files there that the referee and the runner open by name
     (a CUDA evaluation shares no other file there)."""
@@ -118,17 +120,22 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     if shared is not None and not shm and shared == lifetime.SHM_DIR:
         shared = None
     checkout, cuda = source_checkout(), _on_cuda(job_text, warm_device)
-    hide = [tempfile.gettempdir(), *shm, *homes(), *beyond_the_system(), *checkout,
+    temps = [tempfile.gettempdir(), *(p for p in SHARED_TEMPS if os.path.isdir(p))]
+    hide = [*temps, *shm, *homes(), *beyond_the_system(), *checkout,
             *([str(shared)] if shared is not None else []), *build_roots(job_text), *serve,
             *daemons_dirs(cuda)]
     read = [*([str(PACKAGE_DIR)] if checkout else []),
             *(p for p in RUN_KEPT_ON_CUDA if cuda and os.path.isdir(p))]
     return {"hide": [os.path.realpath(p) for p in dict.fromkeys(hide)],
             "keep": [w for w in writable if w not in serve], "serve": serve,
-            "roomy": [os.path.realpath(p) for p in (tempfile.gettempdir(), *shm)],
-            "read": read, "sealed": checkout}
+            "roomy": [os.path.realpath(p) for p in (*temps, *shm)],
+            "read": read, "sealed": checkout, "ipc": [] if cuda else ["own"]}
 
 
+# The host's shared temp dirs, hidden whatever TMPDIR names: other users' files and the
+# sockets of their sessions (tmux, ssh-agent, X11) live there (round 15 reached a socket in
+# /tmp with TMPDIR set elsewhere).
+SHARED_TEMPS = ("/tmp", "/var/tmp")
 RUN_DIRS = ("/run", "/var/run")
 # What CUDA may use under /run: the persistence daemon's socket dir (the NVIDIA container
 # toolkit mounts the same into containers, whose /run is otherwise their own and empty).

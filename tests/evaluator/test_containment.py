@@ -489,3 +489,89 @@ def test_the_hosts_daemon_sockets_cannot_be_reached(tmp_path: Path) -> None:
         path.unlink()
     assert path.name not in seen["listing"], seen  # type: ignore[operator]
     assert seen["connect"] != "connected", seen
+
+
+def _fresh_interpreter(probe: str) -> str:
+    """A candidate that runs ``probe`` in a fresh interpreter (the guard's hooks are not the
+    layer tested) and reports its output as ``{"out": ...}``."""
+    return _candidate(f"""
+    import subprocess, types
+    subprocess.sys = types.SimpleNamespace(**{{**vars(sys), "audit": lambda *a: None}})
+    done = subprocess.run([sys.executable, "-S", "-c", {probe!r}], capture_output=True,
+                          text=True)
+    (OUT / "report.json").write_text(json.dumps({{"out": done.stdout + done.stderr[-300:]}}))
+    """)
+
+
+def test_nothing_new_can_be_made_in_the_hosts_dev(tmp_path: Path) -> None:
+    """Round 15 left files in the host's ``/dev`` (a devtmpfs in memory, counted by no cap)
+    that outlived the evaluation. Device nodes that exist are written; nothing is made."""
+    name = f"/dev/cudal1-left-{uuid.uuid4().hex[:8]}"
+    seen, _ = _build(tmp_path, _fresh_interpreter(
+        "import os\n"
+        f"try:\n open({name!r}, 'w').write('x'); print('made')\n"
+        "except OSError as exc: print('refused', exc.errno)\n"
+        "open('/dev/null', 'w').write('x'); print('null written')\n"))
+    made = os.path.exists(name)
+    if made:
+        os.unlink(name)
+    assert not made and "refused" in str(seen["out"]), seen
+    assert "null written" in str(seen["out"]), seen
+
+
+def _shm(key: int, create: bool) -> int:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return int(libc.shmget(key, 4096, (0o1000 | 0o600) if create else 0))  # IPC_CREAT
+
+
+def test_system_v_memory_is_the_candidates_own_and_dies_with_it(tmp_path: Path) -> None:
+    """Round 15: a SysV segment made in one evaluation was attached and written by the next,
+    and both outlived their evaluations. A CPU child has its own IPC namespace."""
+    import ctypes
+
+    host_key, child_key = 0x0C0D0000 | os.getpid() % 0xFFFF, 0x0C1D0000 | os.getpid() % 0xFFFF
+    host_id = _shm(host_key, create=True)
+    assert host_id >= 0
+    try:
+        seen, _ = _build(tmp_path, _fresh_interpreter(
+            "import ctypes\nlibc = ctypes.CDLL(None)\n"
+            f"print('host', libc.shmget({host_key}, 0, 0))\n"
+            f"print('own', libc.shmget({child_key}, 4096, 0o1600))\n"))
+    finally:
+        ctypes.CDLL(None).shmctl(host_id, 0, None)  # IPC_RMID
+    out = str(seen["out"]).split()
+    assert out[out.index("host") + 1] == "-1", seen  # the host's segment is not in its view
+    assert int(out[out.index("own") + 1]) >= 0, seen  # its own could be made...
+    assert _shm(child_key, create=False) == -1  # ...and is not on the host after
+
+
+def test_the_hosts_temp_dirs_are_hidden_whatever_tmpdir_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 15 set ``TMPDIR`` elsewhere: ``/tmp`` was then visible, and a session's socket in
+    it was reached. ``/tmp`` and ``/var/tmp`` are hidden whatever the temp dir is."""
+    import socket
+
+    elsewhere = Path(tempfile.mkdtemp(dir=str(Path.home())))
+    if not os.access(elsewhere, os.W_OK):
+        pytest.skip("no writable temp dir outside /tmp")
+    monkeypatch.setenv("TMPDIR", str(elsewhere))
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+    served = Path(tempfile.mkdtemp(dir="/tmp", prefix="cudal1-sock-"))
+    path = served / "s.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    try:
+        seen, _ = _build(tmp_path, _fresh_interpreter(
+            "import socket, os\ns = socket.socket(socket.AF_UNIX)\n"
+            f"print(sorted(os.listdir({str(served)!r})) if os.path.isdir({str(served)!r}) "
+            "else 'absent')\n"
+            f"try:\n s.connect({str(path)!r}); print('connected')\n"
+            "except OSError as exc: print('refused', exc.errno)\n"))
+    finally:
+        server.close()
+        shutil.rmtree(served)
+        shutil.rmtree(elsewhere, ignore_errors=True)
+    assert "connected" not in str(seen["out"]) and "s.sock" not in str(seen["out"]), seen
