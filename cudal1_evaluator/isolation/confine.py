@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cudal1_evaluator.isolation import landlock, mountns
+from cudal1_evaluator.isolation import landlock, lifetime, mountns
 
 SANDBOX_UID = 65534  # nobody
 
@@ -61,13 +61,15 @@ def private_dirs() -> tuple[str, ...]:
 
 
 def apply(writable: list[str], *, private: list[str], layers: str = "auto",
-          fixed_size: Sequence[str] = ()) -> Confinement:
+          fixed_size: Sequence[str] = (), served: Sequence[str] = ()) -> Confinement:
     """Confine this process (call it once, single-threaded, before importing anything big).
 
     ``layers``: ``auto``; ``uid`` (``auto`` plus a separate uid when root); ``mountns`` (skip
     landlock, for tests of the fallback); ``bwrap``
     (the parent wrapped the child already); ``off``. ``fixed_size``: writable dirs whose
-    files may not be truncated (the exchange dirs: the referee maps their files)."""
+    files may not be truncated (the exchange dirs: the referee maps their files). ``served``:
+    the build caches a warm child is served one dir of later (never handed back whole: the
+    dir it gets is handed to it when it is bound)."""
     global _STATE
     state = Confinement(private=tuple(os.path.realpath(p) for p in private),
                         writable=tuple(os.path.realpath(p) for p in writable))
@@ -84,11 +86,11 @@ def apply(writable: list[str], *, private: list[str], layers: str = "auto",
     else:
         _network(state)
     if layers == "uid":
-        _separate_uid(state, [*private, *writable])
+        _separate_uid(state, [*private, *writable], served)
     else:
         state.missing["separate uid"] = (
-            "off unless CUDAL1_SANDBOX=uid: as root on a GPU host, children as uid "
-            f"{SANDBOX_UID} could not write a build cache the app had made")
+            "off: a child started as root stays uid 0, capabilities dropped (the default "
+            "on a GPU host until its driver is proven to start as nobody; CUDAL1_SANDBOX=uid)")
     if layers != "bwrap":
         _filesystem(state, writable, use_landlock=layers != "mountns", fixed_size=fixed_size)
     _STATE = state
@@ -159,7 +161,7 @@ def _readable_by_others(path: str) -> str:
     return ""
 
 
-def _separate_uid(state: Confinement, owned: list[str]) -> None:
+def _separate_uid(state: Confinement, owned: list[str], served: Sequence[str] = ()) -> None:
     """Drop to ``nobody`` after handing it the dirs it must write (all evaluator-made)."""
     if os.geteuid() != 0:
         state.layers["uid"] = f"runs as uid {os.geteuid()} (not root)"
@@ -171,10 +173,9 @@ def _separate_uid(state: Confinement, owned: list[str]) -> None:
     if closed:
         state.missing["separate uid"] = (f"{closed} is not readable by uid {SANDBOX_UID}: "
                                          "the child stays root")
+        _own_dirs(owned, served, 0)
         return
-    try:
-        for top in owned:
-            _hand_over(Path(top))
+    try:  # its dirs were handed to it by the parent before it started
         os.setgroups([])
         os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
         os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
@@ -184,16 +185,13 @@ def _separate_uid(state: Confinement, owned: list[str]) -> None:
     state.layers["uid"] = f"uid {SANDBOX_UID} (nobody)"
 
 
-def _hand_over(path: Path) -> None:
-    """chown -R to the sandbox uid, skipping subtrees already handed over (a build cache is
-    walked once, not at every child start)."""
-    info = path.lstat()
-    if info.st_uid == SANDBOX_UID:
-        return
-    os.lchown(path, SANDBOX_UID, SANDBOX_UID)
-    if stat.S_ISDIR(info.st_mode):
-        for child in path.iterdir():
-            _hand_over(child)
+def _own_dirs(owned: Sequence[str], served: Sequence[str], uid: int) -> None:
+    """Hand the dirs a root-started child writes back to ``uid``, whole (a served cache's
+    root not at all): the parent handed them to ``nobody``, and this child stays root."""
+    shallow = {os.path.realpath(p) for p in served}
+    for top in owned:
+        if os.path.realpath(top) not in shallow:
+            lifetime.give_dir(Path(top), uid)
 
 
 def _filesystem(state: Confinement, writable: list[str], *, use_landlock: bool,

@@ -29,6 +29,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -91,6 +92,59 @@ def make_owned_temp_dir(base: Path | None = None) -> Path:
     pid, _, start = owner_token().partition(" ")
     return Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{pid}_{start or 'x'}_",
                                  dir=None if base is None else str(base)))
+
+
+OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+GIVE_DEPTH = 64  # deeper than any build tree; below it nothing is handed over
+
+
+def give_tree(fd: int, uid: int, gid: int, depth: int = 1) -> None:
+    """chown everything beneath the open dir ``fd`` to ``uid``, by directory descriptors and
+    never through a link: an earlier candidate owns what is in a shared build dir, and a dir
+    it swaps for a link to ``/etc`` between a look and a walk must not hand ``/etc`` over.
+    The whole tree is walked: trusted processes, still root, add to a dir handed over."""
+    with os.scandir(fd) as entries:
+        listed = list(entries)
+    for entry in listed:
+        info = entry.stat(follow_symlinks=False)
+        if info.st_uid != uid:
+            os.chown(entry.name, uid, gid, dir_fd=fd, follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode) and depth < GIVE_DEPTH:
+            try:
+                sub = os.open(entry.name, OPEN_DIR, dir_fd=fd)
+            except OSError:
+                continue  # gone, or swapped for a link since it was listed
+            try:
+                give_tree(sub, uid, gid, depth + 1)
+            finally:
+                os.close(sub)
+
+
+def give_dir(path: Path, uid: int, *, whole: bool = True) -> None:
+    """chown the dir ``path`` to ``uid`` (and all beneath it, ``whole``), never through a link."""
+    if path.is_symlink() or not path.is_dir():
+        return
+    top = os.open(path, OPEN_DIR)
+    try:
+        os.fchown(top, uid, uid)
+        if whole:
+            give_tree(top, uid, uid)
+    finally:
+        os.close(top)
+
+
+def give_to_owner_of(fd_or_path: int | Path, directory: Path) -> None:
+    """Hand what a trusted process (root) made in a child's dir to that dir's owner: a child
+    that dropped to its own uid (``CUDAL1_SANDBOX=uid``) must open it as it would its own."""
+    if os.geteuid() != 0:
+        return
+    owner = os.stat(directory)
+    if owner.st_uid == 0:
+        return
+    if isinstance(fd_or_path, int):
+        os.fchown(fd_or_path, owner.st_uid, owner.st_gid)
+    else:
+        os.lchown(fd_or_path, owner.st_uid, owner.st_gid)
 
 
 SHM_DIR = Path("/dev/shm")

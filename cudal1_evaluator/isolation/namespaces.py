@@ -209,9 +209,9 @@ def enter(plan: dict[str, list[str]]) -> Entered:
                  for p in plan.get("serve", []) if os.path.isdir(p)}
     except OSError as exc:  # nothing is hidden yet: PID 1 all the same, the view unchanged
         done.missing["private mounts"] = str(exc)
-        _fork({}, [])
+        _fork({}, [], -1)
         return done
-    _fork(serve, trees)
+    _fork(serve, trees, _owner(plan))
     _private_view(mounts, hide, set(plan.get("roomy", [])), trees, done)
     _become_init(plan.get("control") or [], done)
     return done
@@ -303,14 +303,22 @@ def _clone(mounts: _Mount, path: str, writable: bool) -> int:
     return tree
 
 
-def _fork(serve: dict[str, int], trees: list[tuple[str, bool, int]]) -> None:
+def _owner(plan: dict[str, list[str]]) -> int:
+    """The uid the child's work runs as, to hand served dirs to (-1: leave them as they are)."""
+    try:
+        return int((plan.get("owner") or ["-1"])[0])
+    except ValueError:
+        return -1
+
+
+def _fork(serve: dict[str, int], trees: list[tuple[str, bool, int]], owner: int) -> None:
     """Fork PID 1; the outer process stays in ``_outer`` until it exits."""
     global _channel
     request_r, request_w = os.pipe()
     ack_r, ack_w = os.pipe()
     pid = os.fork()
     if pid:
-        _outer(pid, request_r, ack_w, serve)
+        _outer(pid, request_r, ack_w, serve, owner)
     for fd in (request_r, ack_w, *serve.values()):
         os.close(fd)
     libc = ctypes.CDLL(None, use_errno=True)
@@ -357,7 +365,7 @@ def _cover(mounts: _Mount, path: str, hide: list[str], roomy: set[str]) -> None:
     mounts.mount(b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV, options)
 
 
-def _outer(pid: int, request: int, ack: int, serve: dict[str, int]) -> NoReturn:
+def _outer(pid: int, request: int, ack: int, serve: dict[str, int], owner: int) -> NoReturn:
     """The original process: serve the one bind request, wait for PID 1, exit as it did."""
     keep = sorted({request, ack, *serve.values()})
     start = 3
@@ -368,7 +376,7 @@ def _outer(pid: int, request: int, ack: int, serve: dict[str, int]) -> NoReturn:
     line = _read_line(request)
     if line:
         with contextlib.suppress(OSError):
-            os.write(ack, (_serve(line, serve) or "ok").encode() + b"\n")
+            os.write(ack, (_serve(line, serve, owner) or "ok").encode() + b"\n")
     _, status = os.waitpid(pid, 0)
     _exit_like(status)
 
@@ -386,7 +394,7 @@ def _read_line(fd: int) -> str:
     return data.decode("utf-8", "replace").strip()
 
 
-def _serve(path: str, serve: dict[str, int]) -> str:
+def _serve(path: str, serve: dict[str, int], owner: int) -> str:
     """Bind ``root/src-<hash>`` (a cache of the plan's) at its path: "" or why not."""
     root, name = os.path.split(path)
     if root not in serve or not _SOURCE_DIR.fullmatch(name):
@@ -394,6 +402,7 @@ def _serve(path: str, serve: dict[str, int]) -> str:
     try:
         with contextlib.suppress(FileExistsError):
             os.mkdir(name, 0o755, dir_fd=serve[root])
+        _give(serve[root], name, owner)
         mounts = _Mount()
         tree = mounts.open_tree(serve[root], name, _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC |
                                 _AT_RECURSIVE)
@@ -403,6 +412,20 @@ def _serve(path: str, serve: dict[str, int]) -> str:
     except OSError as exc:
         return f"error: {exc}"
     return ""
+
+
+def _give(root_fd: int, name: str, owner: int) -> None:
+    """A served dir belongs to the uid the child runs as (the plan's ``owner``), all of it:
+    an earlier child may have run as another (CPU and GPU jobs share a build cache), and
+    without capabilities a root child writes only where it owns."""
+    if os.geteuid() != 0 or owner < 0:
+        return
+    fd = os.open(name, lifetime.OPEN_DIR, dir_fd=root_fd)
+    try:
+        os.fchown(fd, owner, owner)
+        lifetime.give_tree(fd, owner, owner)
+    finally:
+        os.close(fd)
 
 
 def _exit_like(status: int) -> NoReturn:

@@ -16,6 +16,7 @@ import resource
 import select
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -29,8 +30,10 @@ from cudal1_evaluator.isolation import lifetime, namespaces, pidtree, startup_ch
 from cudal1_evaluator.isolation.child_env import scrub_env
 from cudal1_evaluator.isolation.sandbox_layers import (
     host_allocator_env,
+    layers_for_root,
     namespace_plan,
     outer_sandbox,
+    runs_as,
     sandbox_dirs,
 )
 from cudal1_evaluator.parent import diskcap, window_gate
@@ -115,8 +118,18 @@ def _rss_mb(pid: int) -> float:
 
 
 def _tail(path: Path, limit: int = 8000) -> str:
+    """The end of a log in the child's dir. The dir is the child's: the name may have been
+    swapped for a link to a file only the parent may read, so no link is followed and only a
+    regular file of one name is read."""
     try:
-        with path.open("rb") as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:  # nor a hard link
+                return ""
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
             fh.seek(max(0, size - limit))
@@ -211,14 +224,17 @@ class Child:
         home.mkdir(exist_ok=True)
         tmp.mkdir(exist_ok=True)
         self.job_path = self.root / "job.json"
+        self.job_text = job_text
         if job_text is not None:
-            self.job_path.write_text(job_text, encoding="utf-8")
+            _write_job(self.job_path, job_text)
         env = {**scrub_env(dict(os.environ), home=home, tmpdir=tmp),
                **host_allocator_env(job_text, warm_device)}
         self.writable = sandbox_dirs(self.root, job_text, self._extra_writable, self.mode)
         prefix, layers = outer_sandbox(self.writable)
+        layers = layers_for_root(layers, self.mode, job_text, warm_device)
         private = [os.path.realpath(p) for p in (self.root, *self._own_dirs)]
         plan = namespace_plan(self.mode, job_text, self.writable, private, layers, warm_device)
+        self._hand_dirs(runs_as(layers), plan)
         control: list[int] = []
         if plan is not None:  # the namespace's init takes its stop and go orders here
             ctl_r, self._ctl_w = os.pipe()
@@ -350,6 +366,19 @@ class Child:
             self._init_pid = pidtree.namespace_init(self.proc.pid)
         return self._init_pid or self.proc.pid
 
+    def _hand_dirs(self, owner: int, plan: dict[str, list[str]] | None) -> None:
+        """A candidate-mode child started as root writes only where it owns (no capabilities,
+        or uid ``nobody``): its dirs are handed to the uid it runs as before it starts, whole
+        (an earlier child may have run as another: CPU and GPU jobs share a build cache), so
+        what the referee makes in them later can be given to their owner. A served cache's
+        root is not: its per-source dir is handed over when it is bound."""
+        if owner < 0 or plan is None:
+            return
+        served = {os.path.realpath(p) for p in plan.get("serve", [])}
+        for path in self.writable:
+            if os.path.realpath(path) not in served:
+                lifetime.give_dir(Path(path), owner)
+
     def run(self, job_text: str | None, timeout_s: float, *, limits: Limits | None = None,
             cancel: threading.Event | None = None, on_progress: ProgressFn | None = None,
             result_limit: int = 64 * 2**20) -> Outcome:
@@ -358,7 +387,8 @@ class Child:
         try:
             if self._go_w is not None:
                 self.limits = limits or self.limits
-                self.job_path.write_text(job_text or "", encoding="utf-8")
+                self.job_text = job_text or ""
+                _write_job(self.job_path, self.job_text)
                 go, self._go_w = self._go_w, None
                 with contextlib.suppress(OSError):
                     os.write(go, self.limits.to_arg().encode() + b"\n")
@@ -404,7 +434,7 @@ class Child:
         reader.start()
         progress = _ProgressReader(self._progress_r, on_progress, gate_of)
         progress.thread.start()
-        disk = diskcap.DiskWatch([self.root], _build_root(self.job_path),
+        disk = diskcap.DiskWatch([self.root], _build_root(self.job_text),
                                  self.limits.disk_mb, gate_of).start(proc.pid)
         outcome = _wait(proc, timeout_s, self.limits, cancel, self._worker_pid)
         disk.stop()
@@ -422,13 +452,23 @@ class Child:
         return outcome
 
 
-def _build_root(job_path: Path) -> list[Path]:
-    """The job's shared build cache, whose growth counts toward the child's disk use."""
+def _build_root(job_text: str | None) -> list[Path]:
+    """The job's shared build cache, whose growth counts toward the child's disk use; read from
+    the job the parent holds, never from the file the child may rewrite."""
     try:
-        root = json.loads(job_path.read_text(encoding="utf-8")).get("build_dir")
-    except (OSError, ValueError, AttributeError):
+        root = json.loads(job_text or "{}").get("build_dir")
+    except (ValueError, AttributeError):
         return []
     return [Path(root)] if isinstance(root, str) and root else []
+
+
+def _write_job(path: Path, text: str) -> None:
+    """The job file, readable by the child whatever uid it runs as (its dir is its own)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fh.fileno(), 0o644)
+        fh.write(text)
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout_s: float, limits: Limits,

@@ -129,7 +129,8 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     return {"hide": [os.path.realpath(p) for p in dict.fromkeys(hide)],
             "keep": [w for w in writable if w not in serve], "serve": serve,
             "roomy": [os.path.realpath(p) for p in (*temps, *shm)],
-            "read": read, "sealed": checkout, "ipc": [] if cuda else ["own"]}
+            "read": read, "sealed": checkout, "ipc": [] if cuda else ["own"],
+            "owner": [str(runs_as(layers))]}
 
 
 # The host's shared temp dirs, hidden whatever TMPDIR names: other users' files and the
@@ -238,6 +239,30 @@ def writable_for(mode: str) -> tuple[str, ...]:
 def requested_layers() -> str:
     value = os.environ.get("CUDAL1_SANDBOX", "auto").strip().lower()
     return value if value in ("auto", "uid", "mountns", "off") else "auto"
+
+
+def runs_as(layers: str) -> int:
+    """The uid a candidate-mode child started by this process runs as (-1: this one's own)."""
+    if os.geteuid() != 0 or layers == "off":
+        return -1
+    from cudal1_evaluator.isolation.confine import SANDBOX_UID
+
+    return SANDBOX_UID if layers == "uid" else 0
+
+
+def layers_for_root(layers: str, mode: str, job_text: str | None, warm_device: str) -> str:
+    """``auto`` becomes ``uid`` for a candidate-mode child started as root on the CPU: uid 0
+    owns the host's secrets whatever capabilities it drops (``/etc/shadow`` is mode 640, owner
+    root: a root-started candidate read it in round 15), so candidate code runs as ``nobody``;
+    the covers over hidden places let it reach an interpreter under ``/root``. On CUDA it
+    stays as asked until the driver's start as ``nobody`` is proven on a GPU host
+    (``CUDAL1_SANDBOX=uid`` asks for it there). A trusted child never runs candidate code
+    and stays the uid that started it: its writable dirs are every child's (the temp dir)."""
+    if mode not in CANDIDATE_MODES:  # never runs candidate code: stays who started it
+        return "auto" if layers == "uid" else layers
+    if layers == "auto" and os.geteuid() == 0 and not _on_cuda(job_text, warm_device):
+        return "uid"
+    return layers
 
 
 def outer_sandbox(writable: list[str]) -> tuple[list[str], str]:

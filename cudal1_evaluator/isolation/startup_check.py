@@ -158,7 +158,9 @@ def child_start(job_path: str) -> None:
         state = confine.apply(list(config.get("writable", [])),
                               private=list(config.get("private", [])),
                               layers=str(config.get("layers", "auto")),
-                              fixed_size=list(config.get("fixed_size", [])))
+                              fixed_size=list(config.get("fixed_size", [])),
+                              served=list(plan.get("serve", [])) if isinstance(plan, dict)
+                              else [])
         if entered is not None:
             state.layers.update(entered.layers)
             state.missing.update(entered.missing)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
-from cudal1_evaluator.isolation import pidtree, sandbox
+from cudal1_evaluator.isolation import lifetime, pidtree, sandbox
 from cudal1_evaluator.isolation.pidtree import CpuReading, at_rest
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 from cudal1_evaluator.parent import gpu_watch, precision, warm, window_gate
@@ -570,6 +570,7 @@ class Conductor:
                 xdir = running.child.exchange / f"xchg-{secrets.token_hex(8)}"
                 try:
                     xdir.mkdir(mode=0o700)
+                    lifetime.give_to_owner_of(xdir, running.child.exchange)
                 except OSError as exc:
                     raise PeerGone(f"the child ended before it started ({exc.strerror})") \
                         from None

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from cudal1_evaluator.isolation import lifetime
 from cudal1_evaluator.wire.talk_messages import SharedCuda, SharedDesc, SharedFile, SharedValue
 
 _serial = itertools.count()
@@ -94,9 +95,11 @@ def _new_shared_file(path: Path, numel: int, dtype: torch.dtype) -> torch.Tensor
     write there: the name is unpredictable, the file must not exist yet, and a link is never
     followed (``O_EXCL | O_NOFOLLOW``), so a symbolic link planted by the runner cannot turn
     the referee's write into a write where the runner may not write. Mapped through the open
-    descriptor, never through the name again."""
+    descriptor, never through the name again. It belongs to the directory's owner (a runner
+    dropped to its own uid opens it read-write)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
+        lifetime.give_to_owner_of(fd, path.parent)
         return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=numel, dtype=dtype)
     finally:
         os.close(fd)

@@ -575,3 +575,61 @@ def test_the_hosts_temp_dirs_are_hidden_whatever_tmpdir_names(
         shutil.rmtree(served)
         shutil.rmtree(elsewhere, ignore_errors=True)
     assert "connected" not in str(seen["out"]) and "s.sock" not in str(seen["out"]), seen
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop is for children started as root")
+def test_a_root_started_candidate_runs_as_nobody_and_reads_no_root_secret(
+        tmp_path: Path) -> None:
+    """Round 15 read ``/etc/shadow`` (mode 640, owner root) from a candidate started as root:
+    capabilities dropped, uid 0 still owned it. On the CPU a root-started candidate now runs
+    as ``nobody``, in dirs handed to it, and its build still works."""
+    secret = Path(tempfile.mkdtemp(dir="/etc" if os.access("/etc", os.W_OK) else None))
+    (secret / "key").write_text("root only")
+    (secret / "key").chmod(0o600)
+    try:
+        seen, _ = _build(tmp_path, _fresh_interpreter(
+            "import os\n"
+            f"try:\n print(open({str(secret / 'key')!r}).read())\n"
+            "except OSError as exc: print('refused', exc.errno)\n"
+            "print('uid', os.getuid())\n"))
+    finally:
+        shutil.rmtree(secret)
+    assert "root only" not in str(seen["out"]), seen
+    assert "uid 65534" in str(seen["out"]), seen
+
+
+def test_the_parent_reads_no_log_the_child_swapped_for_a_link(tmp_path: Path) -> None:
+    """The child's dir is its own: a log swapped for a link to a file only the parent may read
+    must not come back in the verdict's stderr lines."""
+    from cudal1_evaluator.isolation.sandbox import _tail
+
+    secret = tmp_path / "secret"
+    secret.write_text("parent only")
+    log = tmp_path / "stderr.log"
+    log.symlink_to(secret)
+    assert _tail(log) == ""
+    log.unlink()
+    os.link(secret, log)
+    assert _tail(log) == ""  # a second name of another file is not the child's log either
+    log.unlink()
+    log.write_text("the child's own words")
+    assert _tail(log) == "the child's own words"
+
+
+def test_handing_a_tree_over_never_follows_a_link(tmp_path: Path) -> None:
+    """A build dir holds what earlier candidates made; handing it to a child's uid must not
+    hand over what a link in it points to."""
+    from cudal1_evaluator.isolation import lifetime
+
+    if os.geteuid() != 0:
+        pytest.skip("only root hands trees over")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "file").write_text("x")
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "made").write_text("y")
+    (tree / "link").symlink_to(outside)
+    lifetime.give_dir(tree, 65534)
+    assert (tree / "sub" / "made").stat().st_uid == 65534
+    assert outside.stat().st_uid == 0 and (outside / "file").stat().st_uid == 0
