@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import stat
 import sys
 from collections.abc import Sequence
@@ -29,6 +30,10 @@ from pathlib import Path
 from cudal1_evaluator.isolation import landlock, lifetime, mountns
 
 SANDBOX_UID = 65534  # nobody
+# Tasks (processes and threads) of every candidate running as nobody at once: a fork bomb
+# stops here, far above what honest builds and torch's thread pools (a few per core, per
+# child) use.
+TASKS_MOST = max(4096, 32 * (os.cpu_count() or 1))
 
 
 @dataclass
@@ -178,8 +183,10 @@ def _separate_uid(state: Confinement, owned: list[str], served: Sequence[str] = 
     try:  # its dirs were handed to it by the parent before it started
         os.setgroups([])
         os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+        # uid 0 forks without a cap; as nobody the kernel counts every task of the uid
+        resource.setrlimit(resource.RLIMIT_NPROC, (TASKS_MOST, TASKS_MOST))
         os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         state.missing["separate uid"] = f"cannot switch to uid {SANDBOX_UID}: {exc}"
         return
     state.layers["uid"] = f"uid {SANDBOX_UID} (nobody)"

@@ -591,11 +591,15 @@ def test_a_root_started_candidate_runs_as_nobody_and_reads_no_root_secret(
             "import os\n"
             f"try:\n print(open({str(secret / 'key')!r}).read())\n"
             "except OSError as exc: print('refused', exc.errno)\n"
-            "print('uid', os.getuid())\n"))
+            "print('uid', os.getuid())\n"
+            "print([l for l in open('/proc/self/limits') if l.startswith('Max processes')])\n"))
     finally:
         shutil.rmtree(secret)
     assert "root only" not in str(seen["out"]), seen
     assert "uid 65534" in str(seen["out"]), seen
+    from cudal1_evaluator.isolation.confine import TASKS_MOST
+
+    assert f" {TASKS_MOST} " in str(seen["out"]), seen  # a fork bomb stops there
 
 
 def test_the_parent_reads_no_log_the_child_swapped_for_a_link(tmp_path: Path) -> None:
