@@ -29,11 +29,11 @@ from pathlib import Path
 
 from cudal1_evaluator.isolation import landlock, lifetime, mountns
 
-SANDBOX_UID = 65534  # nobody
+SANDBOX_UID = lifetime.SANDBOX_UID  # nobody
 # Tasks (processes and threads) of every candidate running as nobody at once: a fork bomb
 # stops here, far above what honest builds and torch's thread pools (a few per core, per
 # child) use.
-TASKS_MOST = max(4096, 32 * (os.cpu_count() or 1))
+TASKS_MOST = max(8192, 64 * (os.cpu_count() or 1))
 
 
 @dataclass

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import functools
 import os
 import select
@@ -106,9 +107,12 @@ def give_tree(fd: int, uid: int, gid: int, depth: int = 1) -> None:
     with os.scandir(fd) as entries:
         listed = list(entries)
     for entry in listed:
-        info = entry.stat(follow_symlinks=False)
-        if info.st_uid != uid:
-            os.chown(entry.name, uid, gid, dir_fd=fd, follow_symlinks=False)
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if info.st_uid != uid:
+                os.chown(entry.name, uid, gid, dir_fd=fd, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # removed since it was listed (a build's temp file)
         if stat.S_ISDIR(info.st_mode) and depth < GIVE_DEPTH:
             try:
                 sub = os.open(entry.name, OPEN_DIR, dir_fd=fd)
@@ -133,18 +137,44 @@ def give_dir(path: Path, uid: int, *, whole: bool = True) -> None:
         os.close(top)
 
 
-def give_to_owner_of(fd_or_path: int | Path, directory: Path) -> None:
-    """Hand what a trusted process (root) made in a child's dir to that dir's owner: a child
-    that dropped to its own uid (``CUDAL1_SANDBOX=uid``) must open it as it would its own."""
+def give_to_owner_of(fd_or_path: int | Path, directory: Path | int) -> None:
+    """Hand what a trusted process (root) made in a child's dir (a path, or an open fd) to
+    that dir's owner: a child that runs as its own uid must open it as it would its own."""
     if os.geteuid() != 0:
         return
-    owner = os.stat(directory)
+    owner = os.fstat(directory) if isinstance(directory, int) else os.lstat(directory)
     if owner.st_uid == 0:
         return
     if isinstance(fd_or_path, int):
         os.fchown(fd_or_path, owner.st_uid, owner.st_gid)
     else:
         os.lchown(fd_or_path, owner.st_uid, owner.st_gid)
+
+
+def open_dir_no_links(path: Path) -> int:
+    """An fd of the dir ``path``, reached without following a link at any step: a child may
+    swap a dir of its own for a link between the moment a trusted process names it and the
+    moment it writes there, and ``O_NOFOLLOW`` alone guards only the last step. Above an
+    evaluation's own dir (``TEMP_PREFIX``), a link in a dir only root may write is the
+    system's (``/dev/shm`` -> ``/run/shm`` on some hosts) and is followed; below it, none."""
+    fd, inside = os.open(os.sep, OPEN_DIR), False
+    try:
+        for part in Path(os.path.abspath(path)).parts[1:]:
+            try:
+                sub = os.open(part, OPEN_DIR, dir_fd=fd)
+            except OSError as exc:
+                held = os.fstat(fd)
+                if inside or exc.errno not in (errno.ELOOP, errno.ENOTDIR) or \
+                        held.st_uid != 0 or held.st_mode & 0o022:
+                    raise
+                sub = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+            inside = inside or part.startswith(TEMP_PREFIX)
+            os.close(fd)
+            fd = sub
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 SHM_DIR = Path("/dev/shm")
@@ -290,22 +320,37 @@ class Swept:
         return ("removed what a killed run left: " + ", ".join(parts)) if parts else ""
 
 
+SANDBOX_UID = 65534  # who a child started as root runs as (confine's); its dirs are its own
+
+
 def _temp_dirs(temp_root: Path) -> list[Path]:
     uid = os.getuid()
+    ours = {uid, SANDBOX_UID} if uid == 0 else {uid}
     out = []
     for path in temp_root.glob(TEMP_PREFIX + "*"):
         with contextlib.suppress(OSError):
-            if path.is_dir() and not path.is_symlink() and path.stat().st_uid == uid:
+            if path.is_dir() and not path.is_symlink() and path.stat().st_uid in ours:
                 out.append(path)
     return out
 
 
 def _owner_of(path: Path) -> str | None:
-    """The marker's token, else the one in the dir's name; None for an older version's dir."""
+    """The marker's token, else the one in the dir's name; None for an older version's dir.
+    The dir may be a child's: the marker is read as a regular file, through no link, 256
+    bytes at most (a FIFO there would hang the sweep, a link to ``/dev/zero`` fill it)."""
     try:
-        return (path / OWNER_FILE).read_text(encoding="utf-8").strip()
+        fd = os.open(path / OWNER_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
+                     os.O_CLOEXEC)
     except OSError:
         return _token_in_name(path)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return _token_in_name(path)
+        return os.read(fd, 256).decode("utf-8", "replace").strip()
+    except OSError:
+        return _token_in_name(path)
+    finally:
+        os.close(fd)
 
 
 def _age_s(path: Path) -> float:

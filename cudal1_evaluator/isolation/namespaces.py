@@ -41,6 +41,7 @@ from cudal1_evaluator.isolation import lifetime
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
 CLONE_NEWIPC = 0x08000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND = 1, 32, 4096
 _OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC, _AT_RECURSIVE = 1, os.O_CLOEXEC, 0x8000
 _AT_EMPTY_PATH, _MOVE_MOUNT_F_EMPTY_PATH, _AT_FDCWD = 0x1000, 0x4, -100
 _MOUNT_ATTR_RDONLY = 1
@@ -340,6 +341,11 @@ def _private_view(mounts: _Mount, hide: list[str], roomy: set[str],
         done.layers[LAYER] = "own PID namespace and /proc"
     except OSError as exc:
         done.missing["own /proc"] = str(exc)
+    else:
+        try:
+            _proc_read_only(mounts)
+        except OSError as exc:
+            done.missing["read-only /proc/sys"] = str(exc)
     try:
         for path in sorted(hide, key=len):
             _cover(mounts, path, hide, roomy)
@@ -354,6 +360,20 @@ def _private_view(mounts: _Mount, hide: list[str], roomy: set[str],
         for _, _, tree in trees:
             with contextlib.suppress(OSError):
                 os.close(tree)
+
+
+# The host's knobs under /proc, read-only in the child's view as in every container runtime:
+# a candidate that is uid 0 (CUDA jobs started as root) could otherwise set
+# kernel.core_pattern to a program of its own, which the kernel runs as root (round 16).
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+
+
+def _proc_read_only(mounts: _Mount) -> None:
+    for path in PROC_READ_ONLY:
+        if os.path.exists(path):
+            mounts.mount(path.encode(), path, None, _MS_BIND | _MS_REC)
+            mounts.mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID |
+                         _MS_NODEV | _MS_NOEXEC)
 
 
 def _cover(mounts: _Mount, path: str, hide: list[str], roomy: set[str]) -> None:

@@ -95,11 +95,22 @@ def _new_shared_file(path: Path, numel: int, dtype: torch.dtype) -> torch.Tensor
     write there: the name is unpredictable, the file must not exist yet, and a link is never
     followed (``O_EXCL | O_NOFOLLOW``), so a symbolic link planted by the runner cannot turn
     the referee's write into a write where the runner may not write. Mapped through the open
-    descriptor, never through the name again. It belongs to the directory's owner (a runner
-    dropped to its own uid opens it read-write)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    descriptor, never through the name again. The directory is reached without following a
+    link at any step (a runner may swap its exchange dir for a link to where it may not
+    write: round 16). The file belongs to the directory's owner (a runner running as its own
+    uid opens it read-write)."""
+    directory = lifetime.open_dir_no_links(path.parent)
     try:
-        lifetime.give_to_owner_of(fd, path.parent)
+        fd = os.open(path.name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=directory)
+        try:
+            lifetime.give_to_owner_of(fd, directory)
+        except BaseException:
+            os.close(fd)
+            raise
+    finally:
+        os.close(directory)
+    try:
         return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=numel, dtype=dtype)
     finally:
         os.close(fd)

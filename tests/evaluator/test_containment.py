@@ -637,3 +637,19 @@ def test_handing_a_tree_over_never_follows_a_link(tmp_path: Path) -> None:
     lifetime.give_dir(tree, 65534)
     assert (tree / "sub" / "made").stat().st_uid == 65534
     assert outside.stat().st_uid == 0 and (outside / "file").stat().st_uid == 0
+
+
+def test_the_hosts_knobs_under_proc_are_read_only(tmp_path: Path) -> None:
+    """Round 16: a candidate that is uid 0 (a CUDA job started as root) could write
+    ``kernel.core_pattern`` and have the kernel run its program as root. ``/proc/sys`` and
+    the other host knobs are read-only mounts in its view, as in every container runtime."""
+    from cudal1_evaluator.isolation.namespaces import PROC_READ_ONLY
+
+    seen, _ = _build(tmp_path, _fresh_interpreter(
+        "for line in open('/proc/self/mountinfo'):\n"
+        " fields = line.split()\n"
+        " print(fields[4], fields[5].split(',')[0])\n"))
+    mounts = dict(line.split() for line in str(seen["out"]).splitlines() if line.count(" ") == 1)
+    for path in PROC_READ_ONLY:
+        if os.path.exists(path):
+            assert mounts.get(path) == "ro", (path, seen)

@@ -566,3 +566,23 @@ def test_the_alone_windows_settle_before_they_are_kept() -> None:
     settled = [Burst(24, 15.0, 4.0), Burst(24, 14.2, 4.0), Burst(24, 15.6, 4.0)]
     assert not _agree(warming, 4.0)
     assert _agree(settled, 4.0)
+
+
+def test_the_referee_makes_no_file_through_an_exchange_dir_swapped_for_a_link(
+        tmp_path: Path) -> None:
+    """Round 16: the runner owns the dir that holds its exchange dir; swapped for a link, the
+    referee's pool files (GBs, root's) landed wherever it pointed. No step of the way to an
+    evaluation's dir is followed once inside it."""
+    from cudal1_evaluator.isolation.lifetime import TEMP_PREFIX
+
+    own = tmp_path / f"{TEMP_PREFIX}runner"
+    elsewhere = tmp_path / "elsewhere"
+    (own / "real").mkdir(parents=True)
+    elsewhere.mkdir()
+    (own / "xchg").symlink_to(elsewhere)
+    value = torch.ones(4)
+    with pytest.raises(OSError):
+        export(value, own / "xchg", torch.device("cpu"))
+    assert list(elsewhere.iterdir()) == []
+    shared, desc = export(value, own / "real", torch.device("cpu"))
+    assert torch.equal(shared, value) and Path(str(desc["path"])).parent == own / "real"  # type: ignore[index]
