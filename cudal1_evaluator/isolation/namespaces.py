@@ -29,6 +29,7 @@ import re
 import resource
 import select
 import signal
+import stat
 import sys
 import time
 from collections.abc import Sequence
@@ -352,6 +353,7 @@ def _private_view(mounts: _Mount, hide: list[str], roomy: set[str],
         for path, _, tree in trees:
             os.makedirs(path, exist_ok=True)
             mounts.move_mount(tree, path)
+        _mask_block_devices(mounts)
         done.layers["private mounts"] = (f"{len(hide)} shared places hidden, "
                                          f"{len(trees)} own dirs bound back")
     except OSError as exc:
@@ -366,6 +368,23 @@ def _private_view(mounts: _Mount, hide: list[str], roomy: set[str],
 # a candidate that is uid 0 (CUDA jobs started as root) could otherwise set
 # kernel.core_pattern to a program of its own, which the kernel runs as root (round 16).
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+
+
+def _mask_block_devices(mounts: _Mount) -> None:
+    """Every block device node under ``/dev`` covered by ``/dev/null``: a uid-0 candidate
+    (a CUDA job started as root) opens a disk by its mode alone (``root:disk 660``) and reads
+    past every cover of the file system (round 16). Nothing a candidate needs is a block
+    device; ``/dev/shm`` and the like are not walked."""
+    for top, dirs, files in os.walk("/dev"):
+        dirs[:] = [d for d in dirs if os.path.join(top, d) not in _DEV_SKIP]
+        for name in files:
+            path = os.path.join(top, name)
+            with contextlib.suppress(OSError):
+                if stat.S_ISBLK(os.lstat(path).st_mode):
+                    mounts.mount(b"/dev/null", path, None, _MS_BIND)
+
+
+_DEV_SKIP = frozenset({"/dev/shm", "/dev/pts", "/dev/mqueue", "/dev/hugepages"})
 
 
 def _proc_read_only(mounts: _Mount) -> None:

@@ -653,3 +653,21 @@ def test_the_hosts_knobs_under_proc_are_read_only(tmp_path: Path) -> None:
     for path in PROC_READ_ONLY:
         if os.path.exists(path):
             assert mounts.get(path) == "ro", (path, seen)
+
+
+def test_no_block_device_is_reachable(tmp_path: Path) -> None:
+    """Round 16: a uid-0 candidate (a CUDA job started as root) could open a disk by its mode
+    and read past every cover. Every block device node is covered by ``/dev/null``."""
+    blocks = [p for p in Path("/dev").iterdir() if p.is_block_device()]
+    if not blocks:
+        pytest.skip("no block device under /dev here")
+    seen, _ = _build(tmp_path, _fresh_interpreter(
+        "import os, stat\n"
+        "for top, dirs, files in os.walk('/dev'):\n"
+        " dirs[:] = [d for d in dirs if d not in ('shm', 'pts', 'mqueue')]\n"
+        " for n in files:\n"
+        "  p = os.path.join(top, n)\n"
+        "  if stat.S_ISBLK(os.lstat(p).st_mode): print('block', p)\n"
+        f"print('null', os.stat({str(blocks[0])!r}).st_rdev == os.stat('/dev/null').st_rdev)\n"))
+    assert "block " not in str(seen["out"]), seen
+    assert "null True" in str(seen["out"]), seen
