@@ -111,6 +111,8 @@ def give_tree(fd: int, uid: int, gid: int, depth: int = 1) -> None:
             info = entry.stat(follow_symlinks=False)
             if info.st_uid != uid:
                 os.chown(entry.name, uid, gid, dir_fd=fd, follow_symlinks=False)
+            elif stat.S_ISREG(info.st_mode) and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                _clear_set_id(fd, entry.name)  # a chown clears them; one not needed did not
         except (FileNotFoundError, NotADirectoryError):
             continue  # removed since it was listed (a build's temp file)
         if stat.S_ISDIR(info.st_mode) and depth < GIVE_DEPTH:
@@ -122,6 +124,18 @@ def give_tree(fd: int, uid: int, gid: int, depth: int = 1) -> None:
                 give_tree(sub, uid, gid, depth + 1)
             finally:
                 os.close(sub)
+
+
+def _clear_set_id(dir_fd: int, name: str) -> None:
+    """Drop the set-uid and set-gid bits of a regular file an earlier candidate left (a set-uid
+    root binary in a shared cache), through an fd: never a link's target."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode):
+            os.fchmod(fd, stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+    finally:
+        os.close(fd)
 
 
 def give_dir(path: Path, uid: int, *, whole: bool = True) -> None:

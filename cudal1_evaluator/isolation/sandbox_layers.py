@@ -68,6 +68,8 @@ def sandbox_dirs(root: Path, job_text: str | None, extra: Sequence[str] = (),
     if mode in CANDIDATE_MODES and source is not None:
         shared = [str(source_dir(build_root_of(build_dir), source))]
     dirs = [str(root), *shared, *extra]
+    for cache in build_roots(job_text):  # private to this user: candidates' builds live there
+        Path(cache).mkdir(mode=0o700, parents=True, exist_ok=True)
     for path in dirs[1:]:
         Path(path).mkdir(parents=True, exist_ok=True)  # rules need existing dirs
     return [os.path.realpath(p) for p in dict.fromkeys(dirs)]

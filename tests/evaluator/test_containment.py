@@ -671,3 +671,18 @@ def test_no_block_device_is_reachable(tmp_path: Path) -> None:
         f"print('null', os.stat({str(blocks[0])!r}).st_rdev == os.stat('/dev/null').st_rdev)\n"))
     assert "block " not in str(seen["out"]), seen
     assert "null True" in str(seen["out"]), seen
+
+
+def test_handing_a_tree_over_drops_set_id_bits(tmp_path: Path) -> None:
+    """A uid-0 candidate could leave a set-uid root binary in a shared build dir; the next
+    hand-over of that dir drops the bit, whoever the dir goes to."""
+    from cudal1_evaluator.isolation import lifetime
+
+    if os.geteuid() != 0:
+        pytest.skip("only root hands trees over")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "tool").write_text("#!/bin/sh\n")
+    (tree / "tool").chmod(0o4755)
+    lifetime.give_dir(tree, 0)
+    assert not (tree / "tool").stat().st_mode & 0o6000
