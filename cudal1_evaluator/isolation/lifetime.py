@@ -406,10 +406,31 @@ def sweep_build_locks(build_root: Path, swept: Swept) -> None:
     is marked: with no live owner besides us, every lock is a dead build's."""
     nobody_else = not swept.live_owners
     for lock in _lock_files(build_root):
-        if nobody_else or _age_s(lock) > _STALE_LOCK_S:
-            with contextlib.suppress(OSError):
-                lock.unlink()
+        with contextlib.suppress(OSError, ValueError):
+            if _unlink_below(build_root, lock, None if nobody_else else _STALE_LOCK_S):
                 swept.locks.append(str(lock))
+
+
+def _unlink_below(root: Path, path: Path, older_than_s: float | None) -> bool:
+    """Remove the regular file ``path`` under ``root``, reached by dir fds through no link: the
+    dirs between are candidates' (a build dir's ``torch_extensions`` swapped for a link to
+    ``/var/lib`` had root unlink ``dpkg/lock``: round 17). True when it was removed."""
+    parts = path.relative_to(root).parts
+    fd = os.open(root, OPEN_DIR)
+    try:
+        for part in parts[:-1]:
+            sub = os.open(part, OPEN_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        info = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+        if not stat.S_ISREG(info.st_mode):
+            return False
+        if older_than_s is not None and time.time() - info.st_mtime <= older_than_s:
+            return False
+        os.unlink(parts[-1], dir_fd=fd)
+        return True
+    finally:
+        os.close(fd)
 
 
 def sweep_stale(build_roots: list[Path], temp_root: Path | None = None) -> Swept:

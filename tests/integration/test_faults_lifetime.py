@@ -87,6 +87,22 @@ def _lock(build_root: Path, key: str) -> Path:
     return lock
 
 
+def test_the_lock_sweep_follows_no_link_a_candidate_planted(tmp_path: Path) -> None:
+    """Round 17: a build dir's ``torch_extensions`` swapped for a link to a dir of root's had
+    the start-up sweep (root) unlink every ``lock`` there (``/var/lib/dpkg/lock``)."""
+    temps, builds, victim = tmp_path / "tmp", tmp_path / "builds", tmp_path / "victim"
+    temps.mkdir()
+    (victim / "app").mkdir(parents=True)
+    (victim / "app" / "lock").write_text("root's")
+    key = builds / "src-0" / "k1"
+    key.mkdir(parents=True)
+    (key / "torch_extensions").symlink_to(victim)
+    own = _lock(builds, "k2")
+    swept = lifetime.sweep_stale([builds], temps)
+    assert (victim / "app" / "lock").exists(), "the sweep followed the candidate's link"
+    assert swept.locks == [str(own)] and not own.exists()
+
+
 def test_a_dead_owners_temp_dirs_and_build_locks_are_swept(tmp_path: Path) -> None:
     temps, builds = tmp_path / "tmp", tmp_path / "builds"
     temps.mkdir()
