@@ -686,3 +686,20 @@ def test_handing_a_tree_over_drops_set_id_bits(tmp_path: Path) -> None:
     (tree / "tool").chmod(0o4755)
     lifetime.give_dir(tree, 0)
     assert not (tree / "tool").stat().st_mode & 0o6000
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or os.uname().machine != "x86_64",
+                    reason="the uid drop is for children started as root (x86_64 syscall)")
+def test_a_key_left_in_nobodys_keyring_does_not_reach_the_next_candidate(
+        tmp_path: Path) -> None:
+    """Round 17: every candidate started as root runs as ``nobody``, whose kernel keyrings
+    outlive an evaluation: a key one candidate added was read by the next. They are emptied
+    at every start."""
+    name = f"cudal1-left-{uuid.uuid4().hex[:8]}"
+    plant = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+             f"print('added', libc.syscall(248, b'user', {name.encode()!r}, b'secret', 6, -4))\n")
+    look = f"print('seen', {name!r} in open('/proc/keys').read())\n"
+    planted, _ = _build(tmp_path / "a", _fresh_interpreter(plant))
+    assert "added -1" not in str(planted["out"]), planted  # the key was there to find
+    seen, _ = _build(tmp_path / "b", _fresh_interpreter(look))
+    assert "seen False" in str(seen["out"]), seen
