@@ -27,7 +27,6 @@ INTERVAL_S = 1.0
 # not bytes), so passing one is passing the cap.
 DEPTH_MOST = 64
 ENTRIES_MOST = 200_000
-_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)  # removed or replaced while scanned
 
 
@@ -65,7 +64,7 @@ def disk_use(root: Path, gate: window_gate.Gate | None = None,
     pauses before each entry while a window is timed (``window_gate``)."""
     use, most = Use(), ENTRIES_MOST if entries_most is None else entries_most
     try:
-        top = os.open(root, _OPEN_DIR)
+        top = os.open(root, lifetime.OPEN_DIR)
     except OSError:
         return use  # not made yet, or gone: nothing written there
     frames = [(top, _subdirs(top, use, gate))]
@@ -88,7 +87,7 @@ def _enter(fd: int, name: str, depth: int, use: Use) -> int | None:
     """An fd of the subdir ``name`` of ``fd``, or None: gone, or blind (noted in ``use``)."""
     try:
         if depth < DEPTH_MOST:
-            return os.open(name, _OPEN_DIR, dir_fd=fd)
+            return os.open(name, lifetime.OPEN_DIR, dir_fd=fd)
         why = f"a directory tree deeper than {DEPTH_MOST} levels"
     except OSError as exc:
         if exc.errno in _GONE:
