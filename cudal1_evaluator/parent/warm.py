@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from cudal1_evaluator.isolation.child_env import scrub_env
-from cudal1_evaluator.isolation.sandbox import Child, Limits
+from cudal1_evaluator.isolation.sandbox import Child, Limits, signal_name
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,9 @@ def await_ready(child: Child, mode: str) -> bool:
         return True
     why = ("did not get ready" if child.alive() else
            "died while waiting to be used" if child.ready() else "died before it was ready")
-    log.warning("a warm %s child %s: starting a cold one; its stderr: %s", mode, why,
+    code = child.proc.returncode
+    how = "" if code is None else f" ({signal_name(code) or f'exit status {code}'})"
+    log.warning("a warm %s child %s%s: starting a cold one; its stderr: %s", mode, why, how,
                 child.stderr_tail().strip()[-1500:] or "(empty)")
     return False
 
