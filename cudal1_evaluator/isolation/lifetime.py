@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cudal1_evaluator.isolation import cgroup
+
 ENV_VAR = "CUDAL1_LIFETIME"  # "<parent pid>:<watchdog fd>" in a child's environment
 TEMP_PREFIX = "cudal1-eval-"
 OWNER_FILE = ".owner"  # what older versions marked their dirs with
@@ -324,6 +326,7 @@ class Swept:
     temp_dirs: list[str] = field(default_factory=list)
     locks: list[str] = field(default_factory=list)
     live_owners: list[str] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         parts = []
@@ -331,6 +334,8 @@ class Swept:
             parts.append(f"{len(self.temp_dirs)} evaluator temp dir(s)")
         if self.locks:
             parts.append(f"{len(self.locks)} build lock(s)")
+        if self.groups:
+            parts.append(f"{len(self.groups)} cgroup(s)")
         return ("removed what a killed run left: " + ", ".join(parts)) if parts else ""
 
 
@@ -443,7 +448,14 @@ def sweep_stale(build_roots: list[Path], temp_root: Path | None = None) -> Swept
         sweep_temp_dirs(shared, swept)
     for root in dict.fromkeys(build_roots):
         sweep_build_locks(root, swept)
+    swept.groups = cgroup.sweep(TEMP_PREFIX, _group_owner_alive)
     return swept
+
+
+def _group_owner_alive(name: str) -> bool:
+    """A child's cgroup is named as its temp dir: by the token of the process that made it."""
+    token = _token_in_name(Path(name))
+    return token is None or owner_alive(token)
 
 
 def remove_tree(path: Path) -> None:

@@ -26,7 +26,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cudal1_evaluator.isolation import lifetime, namespaces, pidtree, startup_check
+from cudal1_evaluator.isolation import (
+    cgroup,
+    confine,
+    lifetime,
+    namespaces,
+    pidtree,
+    startup_check,
+)
 from cudal1_evaluator.isolation.child_env import scrub_env
 from cudal1_evaluator.isolation.sandbox_layers import (
     host_allocator_env,
@@ -209,6 +216,7 @@ class Child:
         self._own_dirs = (str(self.exchange),) if shared is not None else ()  # outside root
         self._warm_device = warm_device
         self._extra_writable = (*self._own_dirs, *writable)
+        self.group: cgroup.Group | None = None  # its cgroup, when one could be made
         try:
             self._start(job_text, warm_device)
         except BaseException:
@@ -216,6 +224,8 @@ class Child:
             raise
 
     def _remove_dirs(self) -> None:
+        if self.group is not None:
+            self.group.remove()
         lifetime.remove_tree(self.root)
         lifetime.remove_tree(self.exchange)
 
@@ -235,6 +245,7 @@ class Child:
         private = [os.path.realpath(p) for p in (self.root, *self._own_dirs)]
         plan = namespace_plan(self.mode, job_text, self.writable, private, layers, warm_device)
         self._hand_dirs(runs_as(layers), plan)
+        group_why = self._make_group(plan is not None, warm=job_text is None)
         control: list[int] = []
         if plan is not None:  # the namespace's init takes its stop and go orders here
             ctl_r, self._ctl_w = os.pipe()
@@ -244,7 +255,8 @@ class Child:
         startup_check.write_config(
             self.root, writable=self.writable, private=private, layers=layers,
             python_path=env.get("PYTHONPATH", ""), namespace=plan,
-            fixed_size=[os.path.realpath(p) for p in self._own_dirs])
+            fixed_size=[os.path.realpath(p) for p in self._own_dirs],
+            cgroup={"procs": self.group.procs_files if self.group else [], "why": group_why})
         self.key = channel.new_key()
         self._result_r, result_w = os.pipe()
         self._progress_r, progress_w = os.pipe()
@@ -280,6 +292,18 @@ class Child:
             finally:
                 for fd in child_fds:
                     os.close(fd)
+        if self.group is not None:  # the child joins it itself; this covers a read-only /sys
+            self.group.add(self.proc.pid)
+
+    def _make_group(self, candidate: bool, *, warm: bool) -> str:
+        """A candidate-mode child's own cgroup (``isolation.cgroup``); "" or why there is none.
+        A warm child's memory limit comes with its job."""
+        if not candidate:
+            return ""
+        self.group, why = cgroup.Group.make(self.root.name)
+        if self.group is not None:
+            self.group.limit(None if warm else self.limits.memory_mb, confine.TASKS_MOST)
+        return why
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -360,6 +384,14 @@ class Child:
                     os.close(fd)
         self._ctl_w = self._ack_r = None
 
+    def _over_memory(self) -> bool:
+        """The kernel killed in the child's cgroup for want of memory, or (CUDA, where no
+        address-space limit holds) its work process is resident past the limit."""
+        if self.group is not None and self.group.oom_kills():
+            return True
+        memory = None if self.limits.address_space else self.limits.memory_mb
+        return bool(memory) and _rss_mb(self._worker_pid()) > (memory or 0)
+
     def _worker_pid(self) -> int:
         """The process doing the work: PID 1 of the child's namespace, else the child."""
         if self._init_pid is None:
@@ -390,6 +422,8 @@ class Child:
                 self.job_text = job_text or ""
                 _write_job(self.job_path, self.job_text)
                 go, self._go_w = self._go_w, None
+                if self.group is not None:
+                    self.group.limit(self.limits.memory_mb, None)
                 with contextlib.suppress(OSError):
                     os.write(go, self.limits.to_arg().encode() + b"\n")
                 os.close(go)
@@ -436,7 +470,8 @@ class Child:
         progress.thread.start()
         disk = diskcap.DiskWatch([self.root], _build_root(self.job_text),
                                  self.limits.disk_mb, gate_of).start(proc.pid)
-        outcome = _wait(proc, timeout_s, self.limits, cancel, self._worker_pid)
+        outcome = _wait(proc, timeout_s, cancel, self._over_memory)
+        outcome.memory_exceeded |= self.group is not None and self.group.oom_kills() > 0
         disk.stop()
         outcome.disk_exceeded = disk.exceeded
         _kill_group(proc.pid)  # stray grandchildren (ninja, threads' forks) go too
@@ -471,17 +506,16 @@ def _write_job(path: Path, text: str) -> None:
         fh.write(text)
 
 
-def _wait(proc: subprocess.Popen[bytes], timeout_s: float, limits: Limits,
-          cancel: threading.Event | None, worker: Callable[[], int]) -> Outcome:
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float, cancel: threading.Event | None,
+          over_memory: Callable[[], bool]) -> Outcome:
     outcome = Outcome()
     deadline = time.monotonic() + timeout_s
-    memory = None if limits.address_space else limits.memory_mb
     while proc.poll() is None:
         if cancel is not None and cancel.is_set():
             outcome.cancelled = True
         elif time.monotonic() > deadline:
             outcome.timed_out = True
-        elif memory and _rss_mb(worker()) > memory:
+        elif over_memory():
             outcome.memory_exceeded = True
         else:
             if cancel is not None:

@@ -115,9 +115,11 @@ def differences(recorded: StartupRecord) -> list[str]:
 
 def write_config(root: Path, *, writable: list[str], private: list[str], layers: str,
                  python_path: str, namespace: dict[str, list[str]] | None = None,
-                 fixed_size: list[str] | None = None) -> None:
+                 fixed_size: list[str] | None = None,
+                 cgroup: dict[str, Any] | None = None) -> None:
     config = {"record": record(python_path), "writable": writable, "private": private,
-              "layers": layers, "namespace": namespace, "fixed_size": fixed_size or []}
+              "layers": layers, "namespace": namespace, "fixed_size": fixed_size or [],
+              "cgroup": cgroup or {}}
     (root / CONFIG_NAME).write_text(json.dumps(config), encoding="utf-8")
 
 
@@ -150,8 +152,9 @@ def child_start(job_path: str) -> None:
         site.main()
         _site_dirs_for_children()
     if config:
-        from cudal1_evaluator.isolation import confine, namespaces
+        from cudal1_evaluator.isolation import cgroup, confine, namespaces
 
+        group = _join_cgroup(config.get("cgroup"))  # before any fork: every process in it
         plan = config.get("namespace")
         # before landlock, which forbids mounting; the outer process never returns from here
         entered = namespaces.enter(plan) if isinstance(plan, dict) else None
@@ -161,10 +164,23 @@ def child_start(job_path: str) -> None:
                               fixed_size=list(config.get("fixed_size", [])),
                               served=list(plan.get("serve", [])) if isinstance(plan, dict)
                               else [])
+        if group is not None:
+            (state.layers if group[0] else state.missing)[cgroup.LAYER] = group[1]
         if entered is not None:
             state.layers.update(entered.layers)
             state.missing.update(entered.missing)
             _drop_capabilities(state)
+
+
+def _join_cgroup(config: object) -> tuple[bool, str] | None:
+    """(joined?, what holds or why not) for a child the parent meant to put in a cgroup (a
+    candidate-mode one); None for the others."""
+    if not isinstance(config, dict) or not (config.get("procs") or config.get("why")):
+        return None
+    from cudal1_evaluator.isolation import cgroup
+
+    procs = [str(p) for p in config.get("procs") or []]
+    return cgroup.join(procs) if procs else (False, str(config.get("why")))
 
 
 def _drop_capabilities(state: Confinement) -> None:

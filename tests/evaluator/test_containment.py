@@ -27,8 +27,9 @@ from pathlib import Path
 import pytest
 from evaluator_cases import DIAG_PROBLEM
 
-from cudal1_evaluator.isolation import lifetime, pidtree, sandbox, sandbox_layers
+from cudal1_evaluator.isolation import cgroup, lifetime, pidtree, sandbox, sandbox_layers
 from cudal1_evaluator.launch import limits_for
+from cudal1_evaluator.parent import verdict
 from cudal1_evaluator.parent.build_cache import source_dir
 from cudal1_evaluator.schema import Job
 
@@ -703,3 +704,77 @@ def test_a_key_left_in_nobodys_keyring_does_not_reach_the_next_candidate(
     assert "added -1" not in str(planted["out"]), planted  # the key was there to find
     seen, _ = _build(tmp_path / "b", _fresh_interpreter(look))
     assert "seen False" in str(seen["out"]), seen
+
+
+def _cgroups_work() -> str:
+    """"" when this process may make a child its own cgroup here, else why not."""
+    group, why = cgroup.Group.make(f"{lifetime.TEMP_PREFIX}probe-{uuid.uuid4().hex[:8]}")
+    if group is not None:
+        group.remove()
+    return why
+
+
+@pytest.mark.skipif(bool(_cgroups_work()), reason=_cgroups_work() or "cgroups work")
+def test_memory_no_mapping_holds_counts_against_the_limit(tmp_path: Path) -> None:
+    """Round 17: 24 memfd files written and never mapped held 6 GB past a 4 GB limit (no
+    address-space limit or resident-set reading counts them). The child's cgroup does: it is
+    killed as out of memory, long before its time is up, and its cgroup goes with it."""
+    hog = ("import os\nblock = b'x' * (64 << 20)\nfds = []\n"
+           "for _ in range(48):\n"
+           "    fds.append(os.memfd_create('hold'))\n"
+           "    os.write(fds[-1], block)\n"
+           "print('held 3 GB')\n")
+    job = Job(problem_source=DIAG_PROBLEM, candidate_source=_fresh_interpreter(hog),
+              device="cpu", build_dir=str(tmp_path / "cache"), timeout_s=60.0)
+    text = job.to_json()
+    child = sandbox.Child("build", limits_for("cpu", 1536, 60.0), job_text=text)
+    dirs = list(child.group.dirs) if child.group is not None else []
+    outcome = child.run(text, 60.0)
+    assert dirs, "no cgroup was made for the child"
+    assert outcome.memory_exceeded and outcome.payload is None, outcome.stderr_tail
+    assert "out of memory" in verdict.crash_message(outcome, 1536)
+    assert outcome.wall_s < 50, outcome.wall_s
+    assert not any(d.exists() for d in dirs), dirs
+
+
+@pytest.mark.skipif(bool(_cgroups_work()), reason=_cgroups_work() or "cgroups work")
+def test_candidate_code_runs_inside_the_childs_own_cgroup(tmp_path: Path) -> None:
+    """The child joins its group before it forks: the process running candidate code (in its
+    namespaces, as whatever uid) is counted there, and its memory limit is the job's."""
+    source = _candidate("""
+    (OUT / "report.json").write_text(json.dumps(
+        {"cgroup": Path('/proc/self/cgroup').read_text()}))
+    """)
+    child, text, cache = _start(tmp_path, source)
+    name = child.root.name
+    limit = child.group.memory_limit() if child.group is not None else None
+    outcome = child.run(text, 60.0)
+    assert outcome.payload is not None, outcome.stderr_tail
+    lines = _report(cache, source)["cgroup"].splitlines()  # type: ignore[attr-defined]
+    assert any(":memory:" in line and line.endswith(name) for line in lines) or \
+        any(line.startswith("0::") and line.endswith(name) for line in lines), lines
+    assert limit == 4096 * 2**20
+
+
+@pytest.mark.skipif(bool(_cgroups_work()), reason=_cgroups_work() or "cgroups work")
+def test_the_start_up_sweep_removes_a_dead_owners_cgroup_and_its_processes() -> None:
+    """A parent killed with ``-9`` leaves its children's cgroups: the next start kills what is
+    still in them and removes them; a live owner's stay."""
+    dead = f"{lifetime.TEMP_PREFIX}999999_1_{uuid.uuid4().hex[:6]}"
+    live = lifetime.make_owned_temp_dir().name  # named with this process's token
+    groups = [cgroup.Group.make(name)[0] for name in (dead, live)]
+    assert all(groups)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert groups[0] is not None and groups[0].add(sleeper.pid)
+        swept = lifetime.sweep_stale([])
+        assert sleeper.wait(timeout=10) == -signal.SIGKILL
+        assert not any(d.exists() for d in groups[0].dirs), swept
+        assert groups[1] is not None and all(d.exists() for d in groups[1].dirs)
+        assert any(dead in path for path in swept.groups), swept
+    finally:
+        sleeper.kill()
+        for group in groups:
+            if group is not None:
+                group.remove()
+        lifetime.remove_tree(Path(tempfile.gettempdir()) / live)
