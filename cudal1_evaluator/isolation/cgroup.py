@@ -145,18 +145,27 @@ class Group:
                 return path
         return None
 
-    def limit(self, memory_mb: int | None, tasks: int | None) -> None:
-        """Set the limits (again, when a warm child gets its job's); None leaves one as is."""
+    @property
+    def counts_tasks(self) -> bool:
+        return self._file("pids.max", "pids.max") is not None
+
+    def limit(self, memory_mb: int | None, tasks: int | None) -> bool:
+        """Set the limits (again, when a warm child gets its job's); None leaves one as is.
+        False when the memory limit does not hold after (v1 refuses one below the group's use:
+        a warm child past its job's limit)."""
         if memory_mb is not None:
             size = str(memory_mb * 2**20)
+            # v1 limits memory and swap together (and memory may not pass memory+swap: set
+            # before and after, whichever way the limit moves); v2 counts swap apart (none:
+            # it would be memory past the limit)
             self._set("memory.max", "memory.limit_in_bytes", size)
-            # v1 limits memory and swap together; v2 counts swap apart (none: it would be
-            # memory past the limit)
             self._set("memory.swap.max", "memory.memsw.limit_in_bytes", "0" if self.v2 else size)
+            self._set("memory.max", "memory.limit_in_bytes", size)
             if self.v2:  # the whole group goes when one of it is killed for memory
                 self._set("memory.oom.group", "", "1")
         if tasks is not None:
             self._set("pids.max", "pids.max", str(tasks))
+        return memory_mb is None or self.memory_limit() == memory_mb * 2**20
 
     def _set(self, v2: str, v1: str, value: str) -> None:
         path = self._file(v2, v1) if (v2 if self.v2 else v1) else None
@@ -200,10 +209,24 @@ class Group:
             if kill_file is not None and kill_file.exists():
                 with contextlib.suppress(OSError):
                     _write(kill_file, "1")
-            for pid in members:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+            self._kill_members(members)
             time.sleep(0.01)
+
+    def _kill_members(self, pids: list[int]) -> None:
+        """SIGKILL each of ``pids`` only while it is still a member: a pid read from
+        ``cgroup.procs`` may have ended and been reused by a host process since. A pidfd holds
+        one process; a member after the pidfds were opened is that process (or a new member:
+        one to kill too)."""
+        held: dict[int, int] = {}
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                held[pid] = os.pidfd_open(pid)
+        still = set(self.members())
+        for pid, fd in held.items():
+            with contextlib.suppress(OSError):
+                if pid in still:
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+            os.close(fd)
 
     def remove(self) -> None:
         """Kill what is left and remove the dirs (a group with a process in it stays)."""

@@ -30,10 +30,14 @@ from pathlib import Path
 from cudal1_evaluator.isolation import landlock, lifetime, mountns
 
 SANDBOX_UID = lifetime.SANDBOX_UID  # nobody
-# Tasks (processes and threads) of every candidate running as nobody at once: a fork bomb
-# stops here, far above what honest builds and torch's thread pools (a few per core, per
-# child) use.
+# Tasks (processes and threads) of every candidate running as nobody at once, where no cgroup
+# counts each child's own: a fork bomb stops here, far above what honest builds and torch's
+# thread pools (a few per core, per child) use.
 TASKS_MOST = max(8192, 64 * (os.cpu_count() or 1))
+# Tasks of one child, where its cgroup counts them: then the uid-wide cap is lifted, so one
+# child holding all it may hold starves no other (round 18: one child at the uid-wide cap left
+# every other nobody child unable to start a thread).
+TASKS_A_CHILD = max(2048, 32 * (os.cpu_count() or 1))
 
 
 @dataclass
@@ -66,7 +70,8 @@ def private_dirs() -> tuple[str, ...]:
 
 
 def apply(writable: list[str], *, private: list[str], layers: str = "auto",
-          fixed_size: Sequence[str] = (), served: Sequence[str] = ()) -> Confinement:
+          fixed_size: Sequence[str] = (), served: Sequence[str] = (),
+          tasks_counted: bool = False) -> Confinement:
     """Confine this process (call it once, single-threaded, before importing anything big).
 
     ``layers``: ``auto``; ``uid`` (``auto`` plus a separate uid when root); ``mountns`` (skip
@@ -74,7 +79,8 @@ def apply(writable: list[str], *, private: list[str], layers: str = "auto",
     (the parent wrapped the child already); ``off``. ``fixed_size``: writable dirs whose
     files may not be truncated (the exchange dirs: the referee maps their files). ``served``:
     the build caches a warm child is served one dir of later (never handed back whole: the
-    dir it gets is handed to it when it is bound)."""
+    dir it gets is handed to it when it is bound). ``tasks_counted``: the child's own cgroup
+    caps its tasks (no uid-wide cap then)."""
     global _STATE
     state = Confinement(private=tuple(os.path.realpath(p) for p in private),
                         writable=tuple(os.path.realpath(p) for p in writable))
@@ -91,7 +97,7 @@ def apply(writable: list[str], *, private: list[str], layers: str = "auto",
     else:
         _network(state)
     if layers == "uid":
-        _separate_uid(state, [*private, *writable], served)
+        _separate_uid(state, [*private, *writable], served, tasks_counted)
     else:
         state.missing["separate uid"] = (
             "off: a child started as root stays uid 0, capabilities dropped (the default "
@@ -166,7 +172,8 @@ def _readable_by_others(path: str) -> str:
     return ""
 
 
-def _separate_uid(state: Confinement, owned: list[str], served: Sequence[str] = ()) -> None:
+def _separate_uid(state: Confinement, owned: list[str], served: Sequence[str] = (),
+                  tasks_counted: bool = False) -> None:
     """Drop to ``nobody`` after handing it the dirs it must write (all evaluator-made)."""
     if os.geteuid() != 0:
         state.layers["uid"] = f"runs as uid {os.geteuid()} (not root)"
@@ -183,8 +190,13 @@ def _separate_uid(state: Confinement, owned: list[str], served: Sequence[str] = 
     try:  # its dirs were handed to it by the parent before it started
         os.setgroups([])
         os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
-        # uid 0 forks without a cap; as nobody the kernel counts every task of the uid
-        resource.setrlimit(resource.RLIMIT_NPROC, (TASKS_MOST, TASKS_MOST))
+        # uid 0 forks without a cap; as nobody the kernel counts every task of the uid, of
+        # every child: only where no cgroup counts this child's own
+        # (raising the hard limit needs a capability a container may not give)
+        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        if not tasks_counted:
+            hard = TASKS_MOST if hard == resource.RLIM_INFINITY else min(TASKS_MOST, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))
         os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
     except (OSError, ValueError) as exc:
         state.missing["separate uid"] = f"cannot switch to uid {SANDBOX_UID}: {exc}"

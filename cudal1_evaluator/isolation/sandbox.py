@@ -217,6 +217,7 @@ class Child:
         self._warm_device = warm_device
         self._extra_writable = (*self._own_dirs, *writable)
         self.group: cgroup.Group | None = None  # its cgroup, when one could be made
+        self._over_limit = False  # its group could not be held to the job's memory limit
         try:
             self._start(job_text, warm_device)
         except BaseException:
@@ -256,7 +257,8 @@ class Child:
             self.root, writable=self.writable, private=private, layers=layers,
             python_path=env.get("PYTHONPATH", ""), namespace=plan,
             fixed_size=[os.path.realpath(p) for p in self._own_dirs],
-            cgroup={"procs": self.group.procs_files if self.group else [], "why": group_why})
+            cgroup={"procs": self.group.procs_files if self.group else [], "why": group_why,
+                    "tasks": self.group is not None and self.group.counts_tasks})
         self.key = channel.new_key()
         self._result_r, result_w = os.pipe()
         self._progress_r, progress_w = os.pipe()
@@ -302,7 +304,7 @@ class Child:
             return ""
         self.group, why = cgroup.Group.make(self.root.name)
         if self.group is not None:
-            self.group.limit(None if warm else self.limits.memory_mb, confine.TASKS_MOST)
+            self.group.limit(None if warm else self.limits.memory_mb, confine.TASKS_A_CHILD)
         return why
 
     def alive(self) -> bool:
@@ -387,7 +389,7 @@ class Child:
     def _over_memory(self) -> bool:
         """The kernel killed in the child's cgroup for want of memory, or (CUDA, where no
         address-space limit holds) its work process is resident past the limit."""
-        if self.group is not None and self.group.oom_kills():
+        if self._over_limit or (self.group is not None and self.group.oom_kills()):
             return True
         memory = None if self.limits.address_space else self.limits.memory_mb
         return bool(memory) and _rss_mb(self._worker_pid()) > (memory or 0)
@@ -422,8 +424,8 @@ class Child:
                 self.job_text = job_text or ""
                 _write_job(self.job_path, self.job_text)
                 go, self._go_w = self._go_w, None
-                if self.group is not None:
-                    self.group.limit(self.limits.memory_mb, None)
+                if self.group is not None and not self.group.limit(self.limits.memory_mb, None):
+                    self._over_limit = True  # already past the job's limit (v1 refuses it)
                 with contextlib.suppress(OSError):
                     os.write(go, self.limits.to_arg().encode() + b"\n")
                 os.close(go)

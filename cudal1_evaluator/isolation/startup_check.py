@@ -163,13 +163,16 @@ def child_start(job_path: str) -> None:
                               layers=str(config.get("layers", "auto")),
                               fixed_size=list(config.get("fixed_size", [])),
                               served=list(plan.get("serve", [])) if isinstance(plan, dict)
-                              else [])
+                              else [],
+                              tasks_counted=bool(group and group[0] and
+                                                 config["cgroup"].get("tasks")))
         if group is not None:
             (state.layers if group[0] else state.missing)[cgroup.LAYER] = group[1]
         if entered is not None:
             state.layers.update(entered.layers)
             state.missing.update(entered.missing)
             _drop_capabilities(state)
+            _filter_syscalls(state)
 
 
 def _join_cgroup(config: object) -> tuple[bool, str] | None:
@@ -181,6 +184,14 @@ def _join_cgroup(config: object) -> tuple[bool, str] | None:
 
     procs = [str(p) for p in config.get("procs") or []]
     return cgroup.join(procs) if procs else (False, str(config.get("why")))
+
+
+def _filter_syscalls(state: Confinement) -> None:
+    """In a candidate-mode child's work process, last: the calls no candidate needs."""
+    from cudal1_evaluator.isolation import syscalls
+
+    installed, what = syscalls.install()
+    (state.layers if installed else state.missing)[syscalls.LAYER] = what
 
 
 def _drop_capabilities(state: Confinement) -> None:

@@ -11,6 +11,7 @@ what it saw to its keyed build dir (the one place it may write):
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -27,7 +28,14 @@ from pathlib import Path
 import pytest
 from evaluator_cases import DIAG_PROBLEM
 
-from cudal1_evaluator.isolation import cgroup, lifetime, pidtree, sandbox, sandbox_layers
+from cudal1_evaluator.isolation import (
+    cgroup,
+    confine,
+    lifetime,
+    pidtree,
+    sandbox,
+    sandbox_layers,
+)
 from cudal1_evaluator.launch import limits_for
 from cudal1_evaluator.parent import verdict
 from cudal1_evaluator.parent.build_cache import source_dir
@@ -695,13 +703,17 @@ def test_a_key_left_in_nobodys_keyring_does_not_reach_the_next_candidate(
         tmp_path: Path) -> None:
     """Round 17: every candidate started as root runs as ``nobody``, whose kernel keyrings
     outlive an evaluation: a key one candidate added was read by the next. They are emptied
-    at every start."""
+    at every start, and no candidate may use the key calls at all (seccomp: ``ENOSYS``)."""
     name = f"cudal1-left-{uuid.uuid4().hex[:8]}"
     plant = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-             f"print('added', libc.syscall(248, b'user', {name.encode()!r}, b'secret', 6, -4))\n")
+             f"r = libc.syscall(248, b'user', {name.encode()!r}, b'secret', 6, -4)\n"
+             "print('added', r, ctypes.get_errno())\n"
+             "r = libc.syscall(250, 0, -4, 0, 0, 0)\n"  # keyctl(GET_KEYRING_ID, user)
+             "print('keyctl', r, ctypes.get_errno())\n")
     look = f"print('seen', {name!r} in open('/proc/keys').read())\n"
     planted, _ = _build(tmp_path / "a", _fresh_interpreter(plant))
-    assert "added -1" not in str(planted["out"]), planted  # the key was there to find
+    assert f"added -1 {errno.ENOSYS}" in str(planted["out"]), planted
+    assert f"keyctl -1 {errno.ENOSYS}" in str(planted["out"]), planted
     seen, _ = _build(tmp_path / "b", _fresh_interpreter(look))
     assert "seen False" in str(seen["out"]), seen
 
@@ -778,3 +790,88 @@ def test_the_start_up_sweep_removes_a_dead_owners_cgroup_and_its_processes() -> 
             if group is not None:
                 group.remove()
         lifetime.remove_tree(Path(tempfile.gettempdir()) / live)
+
+
+# keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING, 0) by the 32-bit entry (int 0x80, where
+# keyctl is 288), from executable memory; prints "i386 <eax>", or "no ia32" without that entry
+_KEYCTL_I386 = """
+import ctypes, mmap, os
+code = bytes([0xb8, 0x20, 0x01, 0, 0, 0xbb, 0, 0, 0, 0, 0xb9, 0xfc, 0xff, 0xff, 0xff,
+              0x31, 0xd2, 0xcd, 0x80, 0xc3])  # mov eax,288; mov ebx,0; mov ecx,-4; xor edx,edx
+buf = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+buf.write(code)
+address = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+pid = os.fork()
+if pid == 0:
+    print("i386", ctypes.CFUNCTYPE(ctypes.c_int)(address)(), flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+if status:
+    print("no ia32")
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86_64 syscall numbers")
+def test_no_candidate_reaches_the_kernels_keyrings_by_any_entry(tmp_path: Path) -> None:
+    """The key calls answer ENOSYS to any candidate, whatever its uid, through the 64-bit
+    entry and the 32-bit one (other numbers: a filter of 64-bit numbers alone misses them)."""
+    probe = ("import ctypes, errno\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+             "r = libc.syscall(250, 0, -4, 0, 0, 0)\n"
+             "print('keyctl', r, ctypes.get_errno())\n"
+             "r = libc.syscall(249, b'user', b'k', None, 0)\n"
+             "print('request_key', r, ctypes.get_errno())\n" + _KEYCTL_I386)
+    outside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             check=False).stdout
+    seen, _ = _build(tmp_path, _fresh_interpreter(probe))
+    out = str(seen["out"])
+    assert f"keyctl -1 {errno.ENOSYS}" in out and f"request_key -1 {errno.ENOSYS}" in out, out
+    assert f"keyctl -1 {errno.ENOSYS}" not in outside, outside  # the control: allowed there
+    if "no ia32" not in outside:
+        assert f"i386 -{errno.ENOSYS}" not in outside, outside
+        assert f"i386 -{errno.ENOSYS}" in out, out
+
+
+_THREAD_HOG = """
+import os, threading, time
+from pathlib import Path
+threading.stack_size(65536)
+release, made = threading.Event(), 0
+try:
+    while made < 20000:
+        threading.Thread(target=release.wait, daemon=True).start()
+        made += 1
+except RuntimeError:
+    pass
+print('held', made, flush=True)
+(Path(os.environ['TORCH_EXTENSIONS_DIR']).parent / 'held').write_text(str(made))
+time.sleep(20)
+"""
+
+
+@pytest.mark.skipif(bool(_cgroups_work()), reason=_cgroups_work() or "cgroups work")
+def test_a_child_holding_every_task_it_may_starves_no_other(tmp_path: Path) -> None:
+    """Round 18: with one task cap for every child running as ``nobody``, one child holding
+    8190 threads left the next unable to start a thread or a process. Each child's cgroup
+    caps its own tasks, and the uid-wide cap is lifted where it does."""
+    source = _fresh_interpreter(_THREAD_HOG)
+    hog_text = Job(problem_source=DIAG_PROBLEM, device="cpu", timeout_s=60.0,
+                   candidate_source=source, build_dir=str(tmp_path / "hog")).to_json()
+    hog = sandbox.Child("build", limits_for("cpu", 4096, 60.0), job_text=hog_text)
+    runner, _ = _in_background(hog, hog_text)
+    try:
+        deadline, found = time.monotonic() + 40, []
+        while not found and time.monotonic() < deadline:
+            time.sleep(0.1)
+            found = list(source_dir(tmp_path / "hog", source).glob("*/held"))
+        assert found, hog.stderr_tail()
+        ready = found[0]
+        held = int(ready.read_text())
+        seen, _ = _build(tmp_path / "victim", _fresh_interpreter(
+            "import subprocess, threading\n"
+            "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
+            "print('thread ok, process', subprocess.run(['true']).returncode)\n"))
+    finally:
+        hog.signal_all(signal.SIGKILL)
+        runner.join(60)
+    assert held < confine.TASKS_A_CHILD, held  # its own cap stopped it
+    assert "thread ok, process 0" in str(seen["out"]), seen
