@@ -7,7 +7,9 @@ allocate, shared memory and tmpfs files included, and the kernel kills inside th
 it is full. Its ``pids`` counter caps the tasks of this child alone, whatever uid it runs as.
 
 The parent makes the group under its own (cgroup v2 when the memory controller is there,
-else the v1 ``memory`` and ``pids`` hierarchies) and sets the limits; the child joins it first
+else the v1 ``memory`` and ``pids`` hierarchies; in v2 the processes of its cgroup first move
+to a leaf, ``cudal1-app``, as v2 hands controllers only to the children of a cgroup with no
+process of its own) and sets the limits; the child joins it first
 thing, before it forks or confines itself (``join``), and the parent moves it too, in case
 the child cannot write there (a read-only ``/sys`` under bubblewrap). After joining, the
 child's own sandbox keeps it from writing any cgroup file (landlock: ``/sys`` is not among its
@@ -18,6 +20,8 @@ a read-only ``/sys``) the child runs as before and its confinement report says w
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import os
 import signal
 import time
@@ -27,6 +31,7 @@ from pathlib import Path
 
 CONTROLLERS = ("memory", "pids")
 LAYER = "cgroup"
+APP_LEAF = "cudal1-app"  # v2: where the processes of the app's cgroup move (``_enable_v2``)
 _KILL_ROUNDS = 20
 
 
@@ -80,8 +85,30 @@ def _hierarchies() -> list[_Hierarchy]:
 def _choose() -> list[_Hierarchy]:
     """The v2 hierarchy when it has the memory controller, else the v1 ones that do."""
     hierarchies = _hierarchies()
-    unified = [h for h in hierarchies if h.v2 and "memory" in h.controllers]
+    unified = [h for h in hierarchies if h.v2 and "memory" in _controllers_here(h)]
     return unified[:1] or [h for h in hierarchies if not h.v2]
+
+
+@functools.cache
+def _bases() -> tuple[tuple[Path | None, bool], ...]:
+    """(the dir children's groups are made in, or None when this process's cgroup is not under
+    the mount; v2?) for each hierarchy used, found once: in v2 the app may move itself into a
+    leaf below its cgroup (``_into_leaf``), and its own cgroup is that leaf after."""
+    found: list[tuple[Path | None, bool]] = []
+    for hierarchy in _choose():
+        base = hierarchy.own_dir()
+        if base is not None and hierarchy.v2 and base.name == APP_LEAF:
+            base = base.parent  # moved there by an earlier start of ours
+        found.append((base, hierarchy.v2))
+    return tuple(found)
+
+
+def _controllers_here(hierarchy: _Hierarchy) -> list[str]:
+    """The v2 controllers this process's own cgroup has (a parent may not hand all down)."""
+    base = hierarchy.own_dir()
+    if base is not None and base.name == APP_LEAF:
+        base = base.parent
+    return _read(base / "cgroup.controllers").split() if base is not None else []
 
 
 def _write(path: Path, text: str) -> None:
@@ -116,23 +143,23 @@ class Group:
     @classmethod
     def make(cls, name: str) -> tuple[Group | None, str]:
         """(the group, "") or (None, why none could be made) for a child named ``name``."""
-        chosen = _choose()
-        if not chosen:
+        bases = _bases()
+        if not bases:
             return None, "no cgroup hierarchy with a memory controller is mounted"
+        v2 = bases[0][1]
         made: list[Path] = []
         try:
-            for hierarchy in chosen:
-                base = hierarchy.own_dir()
+            for base, _ in bases:
                 if base is None:
-                    raise OSError(f"this process's cgroup is outside {hierarchy.mount}")
-                if hierarchy.v2:
+                    raise OSError("this process's cgroup is not under the hierarchy's mount")
+                if v2:
                     _enable_v2(base)
                 made.append(base / name)
                 made[-1].mkdir(mode=0o755)
         except OSError as exc:
-            cls(made, chosen[0].v2).remove()
+            cls(made, v2).remove()
             return None, f"cannot make a cgroup here: {exc}"
-        return cls(made, chosen[0].v2), ""
+        return cls(made, v2), ""
 
     @property
     def procs_files(self) -> list[str]:
@@ -243,12 +270,33 @@ class Group:
 
 
 def _enable_v2(base: Path) -> None:
-    """Let ``base``'s children have memory and pids controllers (the root cgroup, or one
-    delegated to us and holding no process, may; a busy non-root one refuses)."""
+    """Let ``base``'s children have memory and pids controllers. v2 lets a cgroup other than
+    the root hand controllers to children only while it holds no process itself, so the
+    processes in it (the app's, and a container's others) first move to a leaf below it, as
+    container inits do: their limits are ``base``'s still."""
     enabled = _read(base / "cgroup.subtree_control").split()
-    wanted = [c for c in CONTROLLERS if c not in enabled]
-    if wanted:
-        _write(base / "cgroup.subtree_control", " ".join(f"+{c}" for c in wanted))
+    wanted = " ".join(f"+{c}" for c in CONTROLLERS if c not in enabled)
+    if not wanted:
+        return
+    try:
+        _write(base / "cgroup.subtree_control", wanted)
+    except OSError as exc:
+        if exc.errno != errno.EBUSY:
+            raise
+        _into_leaf(base)
+        _write(base / "cgroup.subtree_control", wanted)
+
+
+def _into_leaf(base: Path) -> None:
+    leaf = base / APP_LEAF
+    leaf.mkdir(mode=0o755, exist_ok=True)
+    for _ in range(5):  # a process forked while they move lands in base: moved next time
+        pids = _read(base / "cgroup.procs").split()
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(OSError):  # ended since, or a kernel thread
+                _write(leaf / "cgroup.procs", pid)
 
 
 def join(procs_files: list[str]) -> tuple[bool, str]:
@@ -270,15 +318,14 @@ def sweep(prefix: str, owner_alive: Callable[[str], bool]) -> list[str]:
     """The groups a dead owner left (names ``prefix`` + its token, as temp dirs are named):
     their processes killed, the dirs removed. ``owner_alive(name) -> bool``."""
     removed: list[str] = []
-    for hierarchy in _choose():
-        base = hierarchy.own_dir()
+    for base, v2 in _bases():
         if base is None:
             continue
         with contextlib.suppress(OSError):
             for entry in base.iterdir():
                 if entry.name.startswith(prefix) and entry.is_dir() \
                         and not owner_alive(entry.name):
-                    Group([entry], hierarchy.v2).remove()
+                    Group([entry], v2).remove()
                     if not entry.exists():
                         removed.append(str(entry))
     return removed

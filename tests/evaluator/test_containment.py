@@ -606,9 +606,10 @@ def test_a_root_started_candidate_runs_as_nobody_and_reads_no_root_secret(
         shutil.rmtree(secret)
     assert "root only" not in str(seen["out"]), seen
     assert "uid 65534" in str(seen["out"]), seen
-    from cudal1_evaluator.isolation.confine import TASKS_MOST
-
-    assert f" {TASKS_MOST} " in str(seen["out"]), seen  # a fork bomb stops there
+    # a fork bomb stops at the uid-wide cap, or at its own cgroup's where one counts its tasks
+    # (then the uid-wide one is lifted: test_a_child_holding_every_task_it_may_starves_no_other)
+    uid_capped = f" {confine.TASKS_MOST} " in str(seen["out"])
+    assert uid_capped == bool(_cgroups_work()), seen
 
 
 def test_the_parent_reads_no_log_the_child_swapped_for_a_link(tmp_path: Path) -> None:
