@@ -283,8 +283,25 @@ def _enable_v2(base: Path) -> None:
     except OSError as exc:
         if exc.errno != errno.EBUSY:
             raise
+        if not _ours_to_divide(base):
+            raise OSError(errno.EBUSY, "the app's cgroup (v2) holds processes and is not "
+                          "delegated to it: run it in a container, or under systemd with "
+                          "systemd-run --scope -p Delegate=yes") from exc
         _into_leaf(base)
         _write(base / "cgroup.subtree_control", wanted)
+
+
+def _ours_to_divide(base: Path) -> bool:
+    """May the app move the processes of its cgroup into a leaf? Only in the root of its
+    cgroup namespace (a container's own cgroup) or in a cgroup delegated to it (systemd marks
+    those): a unit systemd manages without delegation is not to be divided."""
+    if _own_paths().get("", "") in ("/", "/" + APP_LEAF):
+        return True
+    for name in ("trusted.delegate", "user.delegate"):
+        with contextlib.suppress(OSError):
+            if os.getxattr(base, name) == b"1":
+                return True
+    return False
 
 
 def _into_leaf(base: Path) -> None:
