@@ -172,9 +172,11 @@ class Group:
                 return path
         return None
 
-    @property
-    def counts_tasks(self) -> bool:
-        return self._file("pids.max", "pids.max") is not None
+    def tasks_limit(self) -> int | None:
+        """The group's task cap as the kernel holds it (None: no pids controller, or none)."""
+        path = self._file("pids.max", "pids.max")
+        text = _read(path).strip() if path is not None else ""
+        return int(text) if text.isdigit() else None
 
     def limit(self, memory_mb: int | None, tasks: int | None) -> bool:
         """Set the limits (again, when a warm child gets its job's); None leaves one as is.
@@ -190,6 +192,8 @@ class Group:
             self._set("memory.max", "memory.limit_in_bytes", size)
             if self.v2:  # the whole group goes when one of it is killed for memory
                 self._set("memory.oom.group", "", "1")
+            else:  # no swap for the group where v1 counts none (swap accounting off)
+                self._set("", "memory.swappiness", "0")
         if tasks is not None:
             self._set("pids.max", "pids.max", str(tasks))
         return memory_mb is None or self.memory_limit() == memory_mb * 2**20

@@ -41,6 +41,7 @@ from cudal1_evaluator.isolation import lifetime
 
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
 CLONE_NEWIPC = 0x08000000
+CLONE_NEWCGROUP = 0x02000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
 _MS_RDONLY, _MS_REMOUNT, _MS_BIND = 1, 32, 4096
 _OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC, _AT_RECURSIVE = 1, os.O_CLOEXEC, 0x8000
@@ -164,15 +165,21 @@ def _binds(hide: Sequence[str], keep: Sequence[str], read: Sequence[str] = (),
     return chosen
 
 
-def _unshare(libc: ctypes.CDLL, own_ipc: bool) -> tuple[bool, str]:
+def _unshare(libc: ctypes.CDLL, own_ipc: bool, own_cgroup: bool = False) -> tuple[bool, str]:
     """Enter the new namespaces: (entered, why the view cannot be made private). With
     ``own_ipc`` an IPC namespace too: System V shared memory, semaphores and message queues
     the candidate makes die with it, and the host's are out of its reach (round 15: a
-    segment made in one evaluation was written by the next, and outlived both)."""
+    segment made in one evaluation was written by the next, and outlived both). With
+    ``own_cgroup`` a cgroup namespace rooted at the child's own cgroup (joined before): the
+    kernel then refuses to move any of its processes to a cgroup outside it, by a write or by
+    ``clone3(CLONE_INTO_CGROUP)``, which file permissions alone allowed to a uid that owns the
+    cgroups (round 19)."""
     uid, gid = os.geteuid(), os.getegid()
     user = 0 if uid == 0 else CLONE_NEWUSER
     ipc = CLONE_NEWIPC if own_ipc else 0
-    if libc.unshare(CLONE_NEWPID | CLONE_NEWNS | ipc | user) != 0:
+    flags = CLONE_NEWPID | CLONE_NEWNS | ipc | user
+    if not (own_cgroup and libc.unshare(flags | CLONE_NEWCGROUP) == 0) \
+            and libc.unshare(flags) != 0:
         return False, f"unshare(PID and mount namespaces): {os.strerror(ctypes.get_errno())}"
     if user:
         try:
@@ -182,6 +189,13 @@ def _unshare(libc: ctypes.CDLL, own_ipc: bool) -> tuple[bool, str]:
         except OSError as exc:
             return True, f"user namespace mapping: {exc}"
     return True, ""
+
+
+def _namespace_id(kind: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/ns/{kind}")
+    except OSError:
+        return ""
 
 
 def enter(plan: dict[str, list[str]]) -> Entered:
@@ -195,7 +209,14 @@ def enter(plan: dict[str, list[str]]) -> Entered:
     except (KeyError, OSError, AttributeError) as exc:
         done.missing[LAYER] = f"no mount syscalls here ({platform.machine()}: {exc})"
         return done
-    entered, why = _unshare(mounts.libc, plan.get("ipc") == ["own"])
+    cgroup_ns = _namespace_id("cgroup")
+    entered, why = _unshare(mounts.libc, plan.get("ipc") == ["own"],
+                            plan.get("cgroupns") == ["own"])
+    if plan.get("cgroupns") == ["own"]:
+        own = _namespace_id("cgroup") not in ("", cgroup_ns)
+        (done.layers if own else done.missing)["cgroup namespace"] = (
+            "its cgroup is the root: no process of it can be moved out" if own else
+            "not made: the owner of the cgroups may move a process out of the child's")
     if not entered:
         done.missing[LAYER] = why
         return done

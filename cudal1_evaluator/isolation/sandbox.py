@@ -247,6 +247,8 @@ class Child:
         plan = namespace_plan(self.mode, job_text, self.writable, private, layers, warm_device)
         self._hand_dirs(runs_as(layers), plan)
         group_why = self._make_group(plan is not None, warm=job_text is None)
+        if plan is not None and self.group is not None:
+            plan["cgroupns"] = ["own"]  # rooted at the group it joins first
         control: list[int] = []
         if plan is not None:  # the namespace's init takes its stop and go orders here
             ctl_r, self._ctl_w = os.pipe()
@@ -258,7 +260,8 @@ class Child:
             python_path=env.get("PYTHONPATH", ""), namespace=plan,
             fixed_size=[os.path.realpath(p) for p in self._own_dirs],
             cgroup={"procs": self.group.procs_files if self.group else [], "why": group_why,
-                    "tasks": self.group is not None and self.group.counts_tasks})
+                    "tasks": self.group is not None and
+                    self.group.tasks_limit() == confine.TASKS_A_CHILD})
         self.key = channel.new_key()
         self._result_r, result_w = os.pipe()
         self._progress_r, progress_w = os.pipe()

@@ -8,6 +8,12 @@ lane. No kernel, CUDA or PyTorch path a candidate needs uses them, so they answe
 installed in the child's work process before any candidate code and holds for every process
 and thread it starts; a filter cannot be removed, only stacked.
 
+The same goes for fscrypt's key ioctls (a file system's keyring outlives a process too) and
+for ``clone3``: its ``CLONE_INTO_CGROUP`` starts a process in any cgroup whose
+``cgroup.procs`` the uid may write, a way out of the child's own (round 19; the child's cgroup
+namespace refuses it as well). C libraries fall back to ``clone`` on ``ENOSYS``, as they do
+under container runtimes' default filters.
+
 On x86_64 the same calls are refused through the 32-bit entry (``int 0x80``, other numbers)
 and every x32 call is refused (no candidate is an x32 program); a call whose architecture
 the filter does not know is refused too.
@@ -19,6 +25,7 @@ import ctypes
 import errno
 import os
 import platform
+from dataclasses import dataclass
 
 LAYER = "syscalls"
 _PR_SET_NO_NEW_PRIVS = 38
@@ -31,12 +38,29 @@ _X32_BIT = 0x40000000
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _NR_OFFSET, _ARCH_OFFSET = 0, 4  # struct seccomp_data
 
-# audit arch -> (the key calls' numbers there, refuse every number from this one up)
-_DENIED: dict[int, tuple[tuple[int, ...], int | None]] = {
-    0xC000003E: ((248, 249, 250), _X32_BIT),  # x86_64 (x32 numbers carry the x32 bit)
-    0x40000003: ((286, 287, 288), None),  # i386, reachable from x86_64 by int 0x80
-    0xC00000B7: ((217, 218, 219), None),  # aarch64
-}
+_ARG1_LOW_OFFSET = 24  # struct seccomp_data: args[1], its low 32 bits (little endian)
+_CLONE3 = 435  # the same number on every architecture here
+
+# fscrypt's key ioctls: on a file system with encryption on, a key added by one candidate stays
+# in the file system's keyring for the next (round 19)
+_FSCRYPT_KEY_IOCTLS = (0xC0506617, 0xC0406618, 0xC0406619, 0xC080661A)
+
+
+@dataclass(frozen=True)
+class _Arch:
+    audit: int
+    keys: tuple[int, ...]  # add_key, request_key, keyctl
+    ioctl: int
+    from_up: int | None = None  # refuse every number from this one up
+
+
+_ARCHES = (
+    _Arch(0xC000003E, (248, 249, 250), 16, _X32_BIT),  # x86_64 (x32 numbers carry the bit)
+    _Arch(0x40000003, (286, 287, 288), 54),  # i386, reachable from x86_64 by int 0x80
+    _Arch(0xC00000B7, (217, 218, 219), 29),  # aarch64
+)
+
+Instruction = tuple[int, int, int, int]
 
 
 class _Instruction(ctypes.Structure):
@@ -48,24 +72,42 @@ class _Program(ctypes.Structure):
     _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Instruction))]
 
 
-def program() -> list[tuple[int, int, int, int]]:
-    """The filter as (code, jump if true, jump if false, constant) instructions: one block per
-    architecture, each refusing its numbers and allowing the rest."""
-    refuse = _RET_ERRNO | errno.ENOSYS
-    blocks: list[list[tuple[int, int, int, int]]] = []
-    for numbers, from_up in _DENIED.values():
-        block = [(_LD_W_ABS, 0, 0, _NR_OFFSET)]
-        if from_up is not None:
-            block.append((_JGE_K, len(numbers) + 1, 0, from_up))  # to the refusal
-        for i, number in enumerate(numbers):
-            block.append((_JEQ_K, len(numbers) - i, 0, number))  # to the refusal
-        block += [(_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, refuse)]
-        blocks.append(block)
-    # a check of the arch before each block: jump over the block unless it is its arch
-    out: list[tuple[int, int, int, int]] = []
-    for arch, block in zip(_DENIED, blocks, strict=True):
-        out += [(_LD_W_ABS, 0, 0, _ARCH_OFFSET), (_JEQ_K, 0, len(block), arch), *block]
-    return [*out, (_RET_K, 0, 0, refuse)]  # an architecture no block names
+def _assemble(lines: list[tuple[int, str, str, int] | str]) -> list[Instruction]:
+    """Labels (strings) and (code, label if true, label if false, constant) to instructions
+    with relative jumps ("" falls through)."""
+    where: dict[str, int] = {}
+    for line in lines:
+        if isinstance(line, str):
+            where[line] = sum(1 for x in lines[:lines.index(line)] if not isinstance(x, str))
+    out: list[Instruction] = []
+    for line in lines:
+        if isinstance(line, str):
+            continue
+        code, true, false, k = line
+        here = len(out) + 1
+        out.append((code, where[true] - here if true else 0,
+                    where[false] - here if false else 0, k))
+    return out
+
+
+def program() -> list[Instruction]:
+    """The filter: per architecture, the key calls, ``clone3`` and fscrypt's key ioctls are
+    refused, the rest allowed; an architecture no block names is refused whole."""
+    lines: list[tuple[int, str, str, int] | str] = []
+    for i, arch in enumerate(_ARCHES):
+        lines += [(_LD_W_ABS, "", "", _ARCH_OFFSET), (_JEQ_K, "", f"next{i}", arch.audit),
+                  (_LD_W_ABS, "", "", _NR_OFFSET)]
+        if arch.from_up is not None:
+            lines.append((_JGE_K, "refuse", "", arch.from_up))
+        lines += [(_JEQ_K, "refuse", "", nr) for nr in (*arch.keys, _CLONE3)]
+        lines += [(_JEQ_K, f"ioctl{i}", "allow", arch.ioctl), f"ioctl{i}",
+                  (_LD_W_ABS, "", "", _ARG1_LOW_OFFSET)]
+        lines += [(_JEQ_K, "refuse", "", cmd) for cmd in _FSCRYPT_KEY_IOCTLS]
+        lines += [(_RET_K, "", "", _RET_ALLOW), f"next{i}"]
+    lines += [(_RET_K, "", "", _RET_ERRNO | errno.ENOSYS),  # an architecture no block names
+              "refuse", (_RET_K, "", "", _RET_ERRNO | errno.ENOSYS),
+              "allow", (_RET_K, "", "", _RET_ALLOW)]
+    return _assemble(lines)
 
 
 def install() -> tuple[bool, str]:
@@ -82,4 +124,5 @@ def install() -> tuple[bool, str]:
     if libc.syscall(number, _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC,
                     ctypes.byref(prog)) != 0:
         return False, f"seccomp: {os.strerror(ctypes.get_errno())}"
-    return True, "seccomp: kernel keyrings refused (add_key, request_key, keyctl)"
+    return True, ("seccomp: kernel keyrings, fscrypt keys and clone3 (into another cgroup) "
+                  "refused")

@@ -755,17 +755,32 @@ def test_candidate_code_runs_inside_the_childs_own_cgroup(tmp_path: Path) -> Non
     """The child joins its group before it forks: the process running candidate code (in its
     namespaces, as whatever uid) is counted there, and its memory limit is the job's."""
     source = _candidate("""
-    (OUT / "report.json").write_text(json.dumps(
-        {"cgroup": Path('/proc/self/cgroup').read_text()}))
-    """)
+    (OUT / "cgroup.json").write_text(json.dumps(
+        {"cgroup": Path('/proc/self/cgroup').read_text(),
+         "namespace": os.readlink('/proc/self/ns/cgroup')}))
+    """ + _AWAIT_RELEASE)
     child, text, cache = _start(tmp_path, source)
-    name = child.root.name
     limit = child.group.memory_limit() if child.group is not None else None
-    outcome = child.run(text, 60.0)
-    assert outcome.payload is not None, outcome.stderr_tail
-    lines = _report(cache, source)["cgroup"].splitlines()  # type: ignore[attr-defined]
-    assert any(":memory:" in line and line.endswith(name) for line in lines) or \
-        any(line.startswith("0::") and line.endswith(name) for line in lines), lines
+    runner, result = _in_background(child, text)
+    try:
+        deadline, members = time.monotonic() + 30, []
+        while not (found := list(source_dir(cache, source).glob("*/cgroup.json"))) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        members = child.group.members() if child.group is not None else []
+    finally:
+        for keyed in source_dir(cache, source).glob("*"):
+            (keyed / "release").write_text("")
+        runner.join(60)
+    assert found, "the candidate never reported"
+    seen = json.loads(found[0].read_text())
+    assert result and result[0].payload is not None, result and result[0].stderr_tail
+    assert len(members) >= 2, members  # the namespace's init and the candidate's process
+    # its cgroup is the root of a namespace of its own: nothing of it can be moved out
+    assert seen["namespace"] != os.readlink("/proc/self/ns/cgroup"), seen
+    lines = str(seen["cgroup"]).splitlines()
+    assert any(line.split(":", 2)[1] in ("memory", "") and line.endswith(":/")
+               for line in lines), lines
     assert limit == 4096 * 2**20
 
 
@@ -876,3 +891,40 @@ def test_a_child_holding_every_task_it_may_starves_no_other(tmp_path: Path) -> N
         runner.join(60)
     assert held < confine.TASKS_A_CHILD, held  # its own cap stopped it
     assert "thread ok, process 0" in str(seen["out"]), seen
+
+
+_CLONE3_AND_FSCRYPT = """
+import ctypes, errno, os, struct, subprocess, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+args = struct.pack("11Q", 0, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0)  # exit signal SIGCHLD only
+buf = ctypes.create_string_buffer(args, len(args))
+pid = libc.syscall(ctypes.c_long(435), buf, ctypes.c_long(len(args)))
+if pid == 0:
+    os._exit(0)
+if pid > 0:
+    os.waitpid(pid, 0)
+print("clone3", pid, ctypes.get_errno())
+fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+status = ctypes.create_string_buffer(128)
+r = libc.ioctl(fd, ctypes.c_ulong(0xC080661A), status)  # FS_IOC_GET_ENCRYPTION_KEY_STATUS
+print("fscrypt", r, ctypes.get_errno())
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+print("thread ok, process", subprocess.run(["true"]).returncode)
+"""
+
+
+def test_clone3_and_fscrypt_keys_are_refused_and_threads_and_processes_still_start(
+        tmp_path: Path) -> None:
+    """Round 19: ``clone3(CLONE_INTO_CGROUP)`` put a new process in a cgroup outside the
+    child's (file permissions allowed it to a uid-0 candidate; landlock never sees it), and
+    fscrypt's key ioctls keep keys in a file system past a process. Both answer ENOSYS; the C
+    library falls back to ``clone``, so threads and processes start as before."""
+    outside = subprocess.run([sys.executable, "-c", _CLONE3_AND_FSCRYPT], capture_output=True,
+                             text=True, check=False, cwd=tmp_path).stdout
+    seen, _ = _build(tmp_path, _fresh_interpreter(_CLONE3_AND_FSCRYPT))
+    out = str(seen["out"])
+    assert f"clone3 -1 {errno.ENOSYS}" in out and f"fscrypt -1 {errno.ENOSYS}" in out, out
+    assert "thread ok, process 0" in out, out
+    assert "clone3 -1" not in outside, outside  # the controls: both reach the kernel there
+    assert f"fscrypt -1 {errno.ENOSYS}" not in outside, outside
