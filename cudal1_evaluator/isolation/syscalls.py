@@ -12,7 +12,9 @@ The same goes for fscrypt's key ioctls (a file system's keyring outlives a proce
 for ``clone3``: its ``CLONE_INTO_CGROUP`` starts a process in any cgroup whose
 ``cgroup.procs`` the uid may write, a way out of the child's own (round 19; the child's cgroup
 namespace refuses it as well). C libraries fall back to ``clone`` on ``ENOSYS``, as they do
-under container runtimes' default filters.
+under container runtimes' default filters. A new user namespace (``clone`` or ``unshare``
+with ``CLONE_NEWUSER``) answers ``EPERM``: inside one a candidate held every capability
+(round 20; landlock alone kept it from mounting), and nothing a candidate needs makes one.
 
 On x86_64 the same calls are refused through the 32-bit entry (``int 0x80``, other numbers)
 and every x32 call is refused (no candidate is an x32 program); a call whose architecture
@@ -33,9 +35,9 @@ _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 _SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
 _X32_BIT = 0x40000000
-# classic BPF opcodes: load a word at an absolute offset, jump if equal / greater or equal,
-# return a constant
-_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+# classic BPF opcodes: load a word at an absolute offset, jump if equal / greater or equal /
+# any bit set, return a constant
+_LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 _NR_OFFSET, _ARCH_OFFSET = 0, 4  # struct seccomp_data
 
 _ARG1_LOW_OFFSET = 24  # struct seccomp_data: args[1], its low 32 bits (little endian)
@@ -46,18 +48,23 @@ _CLONE3 = 435  # the same number on every architecture here
 _FSCRYPT_KEY_IOCTLS = (0xC0506617, 0xC0406618, 0xC0406619, 0xC080661A)
 
 
+_ARG0_LOW_OFFSET = 16  # args[0], its low 32 bits: the flags of clone and unshare
+_CLONE_NEWUSER = 0x10000000
+
+
 @dataclass(frozen=True)
 class _Arch:
     audit: int
     keys: tuple[int, ...]  # add_key, request_key, keyctl
     ioctl: int
+    namespacing: tuple[int, ...]  # clone, unshare: refused with CLONE_NEWUSER in their flags
     from_up: int | None = None  # refuse every number from this one up
 
 
 _ARCHES = (
-    _Arch(0xC000003E, (248, 249, 250), 16, _X32_BIT),  # x86_64 (x32 numbers carry the bit)
-    _Arch(0x40000003, (286, 287, 288), 54),  # i386, reachable from x86_64 by int 0x80
-    _Arch(0xC00000B7, (217, 218, 219), 29),  # aarch64
+    _Arch(0xC000003E, (248, 249, 250), 16, (56, 272), _X32_BIT),  # x86_64 (x32: the bit)
+    _Arch(0x40000003, (286, 287, 288), 54, (120, 310)),  # i386, from x86_64 by int 0x80
+    _Arch(0xC00000B7, (217, 218, 219), 29, (220, 97)),  # aarch64
 )
 
 Instruction = tuple[int, int, int, int]
@@ -92,7 +99,8 @@ def _assemble(lines: list[tuple[int, str, str, int] | str]) -> list[Instruction]
 
 def program() -> list[Instruction]:
     """The filter: per architecture, the key calls, ``clone3`` and fscrypt's key ioctls are
-    refused, the rest allowed; an architecture no block names is refused whole."""
+    refused (``ENOSYS``), a new user namespace too (``EPERM``, as where they are off), the
+    rest allowed; an architecture no block names is refused whole."""
     lines: list[tuple[int, str, str, int] | str] = []
     for i, arch in enumerate(_ARCHES):
         lines += [(_LD_W_ABS, "", "", _ARCH_OFFSET), (_JEQ_K, "", f"next{i}", arch.audit),
@@ -100,12 +108,16 @@ def program() -> list[Instruction]:
         if arch.from_up is not None:
             lines.append((_JGE_K, "refuse", "", arch.from_up))
         lines += [(_JEQ_K, "refuse", "", nr) for nr in (*arch.keys, _CLONE3)]
+        lines += [(_JEQ_K, f"userns{i}", "", nr) for nr in arch.namespacing]
         lines += [(_JEQ_K, f"ioctl{i}", "allow", arch.ioctl), f"ioctl{i}",
                   (_LD_W_ABS, "", "", _ARG1_LOW_OFFSET)]
         lines += [(_JEQ_K, "refuse", "", cmd) for cmd in _FSCRYPT_KEY_IOCTLS]
-        lines += [(_RET_K, "", "", _RET_ALLOW), f"next{i}"]
+        lines += [(_RET_K, "", "", _RET_ALLOW), f"userns{i}",
+                  (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
+                  (_JSET_K, "forbid", "allow", _CLONE_NEWUSER), f"next{i}"]
     lines += [(_RET_K, "", "", _RET_ERRNO | errno.ENOSYS),  # an architecture no block names
               "refuse", (_RET_K, "", "", _RET_ERRNO | errno.ENOSYS),
+              "forbid", (_RET_K, "", "", _RET_ERRNO | errno.EPERM),
               "allow", (_RET_K, "", "", _RET_ALLOW)]
     return _assemble(lines)
 
@@ -124,5 +136,5 @@ def install() -> tuple[bool, str]:
     if libc.syscall(number, _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC,
                     ctypes.byref(prog)) != 0:
         return False, f"seccomp: {os.strerror(ctypes.get_errno())}"
-    return True, ("seccomp: kernel keyrings, fscrypt keys and clone3 (into another cgroup) "
-                  "refused")
+    return True, ("seccomp: kernel keyrings, fscrypt keys, clone3 (into another cgroup) and "
+                  "new user namespaces refused")

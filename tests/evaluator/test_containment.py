@@ -928,3 +928,25 @@ def test_clone3_and_fscrypt_keys_are_refused_and_threads_and_processes_still_sta
     assert "thread ok, process 0" in out, out
     assert "clone3 -1" not in outside, outside  # the controls: both reach the kernel there
     assert f"fscrypt -1 {errno.ENOSYS}" not in outside, outside
+
+
+_USER_NAMESPACE = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if libc.unshare(0x10000000) == 0 else 100 + ctypes.get_errno())
+_, status = os.waitpid(pid, 0)
+print("unshare", os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_no_candidate_makes_a_user_namespace(tmp_path: Path) -> None:
+    """Round 20: ``unshare(CLONE_NEWUSER)`` gave a candidate every capability inside a
+    namespace of its own (landlock alone then kept it from mounting). It answers EPERM."""
+    outside = subprocess.run([sys.executable, "-c", _USER_NAMESPACE], capture_output=True,
+                             text=True, check=False).stdout
+    seen, _ = _build(tmp_path, _fresh_interpreter(_USER_NAMESPACE))
+    assert f"unshare {100 + errno.EPERM}" in str(seen["out"]), seen
+    # the control, where this host lets a process make one (some hosts turn them off)
+    assert "unshare 0" in outside or "unshare 1" in outside, outside
