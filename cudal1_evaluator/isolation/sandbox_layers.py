@@ -125,7 +125,7 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     temps = [tempfile.gettempdir(), *(p for p in SHARED_TEMPS if os.path.isdir(p))]
     hide = [*temps, *shm, *homes(), *beyond_the_system(), *checkout,
             *([str(shared)] if shared is not None else []), *build_roots(job_text), *serve,
-            *daemons_dirs(cuda)]
+            *daemons_dirs(cuda), *(p for p in CGROUP_DIRS if os.path.isdir(p))]
     read = [*([str(PACKAGE_DIR)] if checkout else []),
             *(p for p in RUN_KEPT_ON_CUDA if cuda and os.path.isdir(p))]
     return {"hide": [os.path.realpath(p) for p in dict.fromkeys(hide)],
@@ -140,6 +140,9 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
 # /tmp with TMPDIR set elsewhere).
 SHARED_TEMPS = ("/tmp", "/var/tmp")
 RUN_DIRS = ("/run", "/var/run")
+# The host's cgroup files: host-wide memory use and CPU time (round 20). A child's own group is
+# joined before its view is made, and the parent reads the group in its own view.
+CGROUP_DIRS = ("/sys/fs/cgroup",)
 # What CUDA may use under /run: the persistence daemon's socket dir (the NVIDIA container
 # toolkit mounts the same into containers, whose /run is otherwise their own and empty).
 RUN_KEPT_ON_CUDA = ("/run/nvidia-persistenced",)

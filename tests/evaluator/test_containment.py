@@ -950,3 +950,12 @@ def test_no_candidate_makes_a_user_namespace(tmp_path: Path) -> None:
     assert f"unshare {100 + errno.EPERM}" in str(seen["out"]), seen
     # the control, where this host lets a process make one (some hosts turn them off)
     assert "unshare 0" in outside or "unshare 1" in outside, outside
+
+
+@pytest.mark.skipif(not os.path.isdir("/sys/fs/cgroup"), reason="no cgroup file system here")
+def test_the_hosts_cgroup_files_are_hidden(tmp_path: Path) -> None:
+    """Round 20 read host-wide memory use and CPU time under ``/sys/fs/cgroup``."""
+    seen, _ = _build(tmp_path, _reads(Path("/sys/fs/cgroup/cgroup.procs"),
+                                      Path("/sys/fs/cgroup")))
+    assert seen["listing"] == [], seen
+    assert "FileNotFoundError" in str(seen["read"]), seen
