@@ -46,6 +46,8 @@ class _Hierarchy:
     v2: bool
 
     def own_dir(self) -> Path | None:
+        if ".." in self.own.split("/"):  # outside this namespace's root
+            return None
         if not (self.own == self.root or self.own.startswith(self.root.rstrip("/") + "/")):
             return None
         return self.mount / self.own[len(self.root):].lstrip("/")
@@ -77,6 +79,8 @@ def _hierarchies() -> list[_Hierarchy]:
                     found.append(_Hierarchy(mount, own[""], root, names, True))
             elif fstype == "cgroup":
                 names = tuple(c for c in CONTROLLERS if c in options)
+                if any(h.controllers == names for h in found):
+                    continue  # the same hierarchy mounted again
                 if names and names[0] in own:
                     found.append(_Hierarchy(mount, own[names[0]], root, names, False))
     return found
@@ -154,8 +158,8 @@ class Group:
                     raise OSError("this process's cgroup is not under the hierarchy's mount")
                 if v2:
                     _enable_v2(base)
+                (base / name).mkdir(mode=0o755)  # one that exists is not ours: never cleaned
                 made.append(base / name)
-                made[-1].mkdir(mode=0o755)
         except OSError as exc:
             cls(made, v2).remove()
             return None, f"cannot make a cgroup here: {exc}"
@@ -279,7 +283,8 @@ def _enable_v2(base: Path) -> None:
     processes in it (the app's, and a container's others) first move to a leaf below it, as
     container inits do: their limits are ``base``'s still."""
     enabled = _read(base / "cgroup.subtree_control").split()
-    wanted = " ".join(f"+{c}" for c in CONTROLLERS if c not in enabled)
+    offered = _read(base / "cgroup.controllers").split()  # asking for one not offered fails all
+    wanted = " ".join(f"+{c}" for c in CONTROLLERS if c not in enabled and c in offered)
     if not wanted:
         return
     try:

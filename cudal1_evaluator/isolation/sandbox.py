@@ -306,8 +306,10 @@ class Child:
         if not candidate:
             return ""
         self.group, why = cgroup.Group.make(self.root.name)
-        if self.group is not None:
-            self.group.limit(None if warm else self.limits.memory_mb, confine.TASKS_A_CHILD)
+        if self.group is not None and not self.group.limit(
+                None if warm else self.limits.memory_mb, confine.TASKS_A_CHILD):
+            self.group.remove()  # a group that does not hold the limit is not claimed
+            self.group, why = None, "the cgroup's memory limit did not hold"
         return why
 
     def alive(self) -> bool:
@@ -428,9 +430,10 @@ class Child:
                 _write_job(self.job_path, self.job_text)
                 go, self._go_w = self._go_w, None
                 if self.group is not None and not self.group.limit(self.limits.memory_mb, None):
-                    self._over_limit = True  # already past the job's limit (v1 refuses it)
-                with contextlib.suppress(OSError):
-                    os.write(go, self.limits.to_arg().encode() + b"\n")
+                    self._over_limit = True  # already past the job's limit (v1 refuses it):
+                if not self._over_limit:  # never released, it is killed as out of memory
+                    with contextlib.suppress(OSError):
+                        os.write(go, self.limits.to_arg().encode() + b"\n")
                 os.close(go)
             return self._wait_for(timeout_s, cancel, on_progress, result_limit)
         finally:

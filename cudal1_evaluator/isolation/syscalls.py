@@ -83,17 +83,24 @@ def _assemble(lines: list[tuple[int, str, str, int] | str]) -> list[Instruction]
     """Labels (strings) and (code, label if true, label if false, constant) to instructions
     with relative jumps ("" falls through)."""
     where: dict[str, int] = {}
+    count = 0
     for line in lines:
         if isinstance(line, str):
-            where[line] = sum(1 for x in lines[:lines.index(line)] if not isinstance(x, str))
+            if line in where:
+                raise ValueError(f"label {line!r} twice")
+            where[line] = count
+        else:
+            count += 1
     out: list[Instruction] = []
     for line in lines:
         if isinstance(line, str):
             continue
         code, true, false, k = line
         here = len(out) + 1
-        out.append((code, where[true] - here if true else 0,
-                    where[false] - here if false else 0, k))
+        jumps = [where[label] - here if label else 0 for label in (true, false)]
+        if not all(0 <= j <= 255 for j in jumps):  # 8 bits, forward only: never wrapped
+            raise ValueError(f"a jump out of range at instruction {len(out)}: {jumps}")
+        out.append((code, jumps[0], jumps[1], k))
     return out
 
 

@@ -959,3 +959,23 @@ def test_the_hosts_cgroup_files_are_hidden(tmp_path: Path) -> None:
                                       Path("/sys/fs/cgroup")))
     assert seen["listing"] == [], seen
     assert "FileNotFoundError" in str(seen["read"]), seen
+
+
+@pytest.mark.skipif(bool(_cgroups_work()), reason=_cgroups_work() or "cgroups work")
+def test_a_group_that_exists_already_is_neither_taken_nor_cleaned() -> None:
+    """Round 21: a name clash made the failed make's cleanup kill what was in the existing
+    group and remove it. A group this process did not make is never touched."""
+    name = f"{lifetime.TEMP_PREFIX}clash-{uuid.uuid4().hex[:8]}"
+    first, _ = cgroup.Group.make(name)
+    assert first is not None
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert first.add(sleeper.pid)
+        second, why = cgroup.Group.make(name)
+        assert second is None and "exists" in why, why
+        assert sleeper.poll() is None, "the clash killed a process of the existing group"
+        assert all(d.exists() for d in first.dirs)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        first.remove()
