@@ -42,7 +42,7 @@ class _Hierarchy:
     mount: Path
     own: str  # this process's cgroup path in the hierarchy
     root: str  # the part of the hierarchy the mount shows
-    controllers: tuple[str, ...]
+    controllers: tuple[str, ...]  # v1's (v2's are read where they are used)
     v2: bool
 
     def own_dir(self) -> Path | None:
@@ -73,10 +73,8 @@ def _hierarchies() -> list[_Hierarchy]:
             sep = fields.index("-")
             fstype, options = fields[sep + 1], fields[sep + 3].split(",")
             mount, root = Path(fields[4]), fields[3]
-            if fstype == "cgroup2" and "" in own:
-                with contextlib.suppress(OSError):
-                    names = tuple((mount / "cgroup.controllers").read_text().split())
-                    found.append(_Hierarchy(mount, own[""], root, names, True))
+            if fstype == "cgroup2" and "" in own:  # its controllers: the app's cgroup's own
+                found.append(_Hierarchy(mount, own[""], root, (), True))
             elif fstype == "cgroup":
                 names = tuple(c for c in CONTROLLERS if c in options)
                 if any(h.controllers == names for h in found):
@@ -98,20 +96,21 @@ def _bases() -> tuple[tuple[Path | None, bool], ...]:
     """(the dir children's groups are made in, or None when this process's cgroup is not under
     the mount; v2?) for each hierarchy used, found once: in v2 the app may move itself into a
     leaf below its cgroup (``_into_leaf``), and its own cgroup is that leaf after."""
-    found: list[tuple[Path | None, bool]] = []
-    for hierarchy in _choose():
-        base = hierarchy.own_dir()
-        if base is not None and hierarchy.v2 and base.name == APP_LEAF:
-            base = base.parent  # moved there by an earlier start of ours
-        found.append((base, hierarchy.v2))
-    return tuple(found)
+    return tuple((_base_dir(hierarchy), hierarchy.v2) for hierarchy in _choose())
+
+
+def _base_dir(hierarchy: _Hierarchy) -> Path | None:
+    """The app's cgroup dir in the hierarchy: its own, or in v2 the one above the leaf an
+    earlier start of ours moved it to."""
+    base = hierarchy.own_dir()
+    if base is not None and hierarchy.v2 and base.name == APP_LEAF:
+        return base.parent
+    return base
 
 
 def _controllers_here(hierarchy: _Hierarchy) -> list[str]:
-    """The v2 controllers this process's own cgroup has (a parent may not hand all down)."""
-    base = hierarchy.own_dir()
-    if base is not None and base.name == APP_LEAF:
-        base = base.parent
+    """The v2 controllers the app's cgroup has (a parent may not hand all down)."""
+    base = _base_dir(hierarchy)
     return _read(base / "cgroup.controllers").split() if base is not None else []
 
 
