@@ -110,22 +110,19 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     started without its job (warm), whose per-source dir is bound once the job comes;
     ``ipc``: its own IPC namespace, on the CPU (CUDA IPC across IPC namespaces is not yet
     proven on a GPU host). None
-    for trusted modes and with the sandbox off. On CUDA ``/dev/shm`` stays: PyTorch's CUDA IPC
-    keeps its reference counts in files there that the referee and the runner open by name
-    (a CUDA evaluation shares no other file there)."""
+    for trusted modes and with the sandbox off. ``/dev/shm`` is covered on CUDA too: CUDA
+    buffers travel by plain driver IPC handles (``wire/cuda_ipc.py``), no file there."""
     if mode not in CANDIDATE_MODES or layers == "off":
         return None
     _, source = _job_fields(job_text)
     serve = [] if source is not None else [w for w in writable if w not in private]
     shared = lifetime.exchange_base()
-    shm = [] if _on_cuda(job_text, warm_device) else [str(lifetime.SHM_DIR)]
-    if shared is not None and not shm and shared == lifetime.SHM_DIR:
-        shared = None
+    shm = [str(lifetime.SHM_DIR)]
     checkout, cuda = source_checkout(), _on_cuda(job_text, warm_device)
     temps = [tempfile.gettempdir(), *(p for p in SHARED_TEMPS if os.path.isdir(p))]
     hide = [*temps, *shm, *homes(), *beyond_the_system(), *checkout,
             *([str(shared)] if shared is not None else []), *build_roots(job_text), *serve,
-            *daemons_dirs(cuda), *(p for p in CGROUP_DIRS if os.path.isdir(p))]
+            *daemons_dirs(), *(p for p in CGROUP_DIRS if os.path.isdir(p))]
     read = [*([str(PACKAGE_DIR)] if checkout else []),
             *(p for p in RUN_KEPT_ON_CUDA if cuda and os.path.isdir(p))]
     return {"hide": [os.path.realpath(p) for p in dict.fromkeys(hide)],
@@ -148,19 +145,14 @@ CGROUP_DIRS = ("/sys/fs/cgroup",)
 RUN_KEPT_ON_CUDA = ("/run/nvidia-persistenced",)
 
 
-def daemons_dirs(on_cuda: bool) -> list[str]:
+def daemons_dirs() -> list[str]:
     """``/run`` (and ``/var/run`` where it is a dir of its own): the sockets of the host's
     daemons live there (docker, containerd, dbus, systemd). A child started as root stays uid
     0 to the host, capabilities dropped or not, and uid 0 owns those sockets: connecting to
     ``docker.sock`` is a way out of every other layer (round 14's open item). Hidden whole;
-    on CUDA what the driver may use is bound back (``RUN_KEPT_ON_CUDA``), and ``/run`` stays
-    where ``/dev/shm`` lies in it (PyTorch's CUDA IPC opens files there by name)."""
-    shm = os.path.realpath(lifetime.SHM_DIR)
-    out = []
-    for path in dict.fromkeys(os.path.realpath(p) for p in RUN_DIRS):
-        if os.path.isdir(path) and not (on_cuda and namespaces.under(shm, path)):
-            out.append(path)
-    return out
+    on CUDA what the driver may use is bound back (``RUN_KEPT_ON_CUDA``)."""
+    return [path for path in dict.fromkeys(os.path.realpath(p) for p in RUN_DIRS)
+            if os.path.isdir(path)]
 
 
 def source_checkout() -> list[str]:

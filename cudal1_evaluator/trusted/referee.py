@@ -39,6 +39,7 @@ from cudal1_evaluator.common.harness import (
 from cudal1_evaluator.schema import Job
 from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.trusted.sealing import Placer, WindowSeal
+from cudal1_evaluator.wire.cuda_ipc import Arena
 from cudal1_evaluator.wire.delivery import is_index
 from cudal1_evaluator.wire.report import WorkerReport
 from cudal1_evaluator.wire.talk import Handler, Peer, serve
@@ -61,7 +62,12 @@ from cudal1_evaluator.wire.talk_messages import (
     SetIds,
     SlotDesc,
 )
-from cudal1_evaluator.wire.tensor_exchange import export, export_tensor, poisoned_like
+from cudal1_evaluator.wire.tensor_exchange import (
+    arena_bytes,
+    export,
+    export_tensor,
+    poisoned_like,
+)
 
 CHANGED_MESSAGE = ("its word on where its outputs lie changed after the window closed (an "
                    "output the seal had read was placed elsewhere afterwards)")
@@ -80,9 +86,12 @@ class Pool:
         self.outputs: list[list[torch.Tensor]] = []
         self.descs: list[SlotDesc] = []
         self.files: list[str] = []
+        self.arena = Arena(dev, calls * arena_bytes([*inputs, *outputs])) \
+            if dev.type == "cuda" else None
         for _ in range(calls):
-            pairs = [export(x, xdir, dev) for x in inputs]
-            outs = [export_tensor(poisoned_like(t), out_dir or xdir, dev) for t in outputs]
+            pairs = [export(x, xdir, dev, self.arena) for x in inputs]
+            outs = [export_tensor(poisoned_like(t), out_dir or xdir, dev, self.arena)
+                    for t in outputs]
             self.inputs.append([p[0] for p in pairs])
             self.outputs.append([o[0] for o in outs])
             self.descs.append({"inputs": [p[1] for p in pairs], "outputs": [o[1] for o in outs]})
@@ -103,8 +112,15 @@ class Pool:
         return plain
 
     def remove(self) -> None:
+        """The exchange files go; device memory stays until ``free`` (a runner that opened
+        this pool may still map it, and must never see later data there)."""
         for name in self.files:
             Path(name).unlink(missing_ok=True)
+
+    def free(self) -> None:
+        if self.arena is not None:
+            self.inputs, self.outputs = [], []
+            self.arena.free()
 
 
 class InputSet:
@@ -132,6 +148,7 @@ class Referee:
         self.job = job
         self.sets: dict[int, InputSet] = {}
         self.pools: dict[int, Pool] = {}
+        self.retired: list[Pool] = []  # pools made again at another size, freed at close
         self.filled: dict[int, list[int]] = {}  # runner -> the set in each slot
         self.windows: dict[int, WindowSeal] = {}  # runner -> its last window, as sealed
         self.gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little"))
@@ -182,6 +199,7 @@ class Referee:
         old = self.pools.pop(runner, None)
         if old is not None:
             old.remove()
+            self.retired.append(old)
         out_dir = msg.get("out_dir")  # host outputs kept where no runner can map them
         made = Pool(self.probe, self.templates, int(msg["calls"]), Path(str(msg["xdir"])),
                     self.h.device, Path(out_dir) if out_dir else None)
@@ -327,8 +345,9 @@ class Referee:
         self.windows.clear()
         self.sets.clear()
         self.placer.close()
-        for pool in self.pools.values():
+        for pool in [*self.pools.values(), *self.retired]:
             pool.remove()
+            pool.free()
 
 
 def run(job: Job, peer: Peer) -> WorkerReport:

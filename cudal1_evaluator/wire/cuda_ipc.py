@@ -1,4 +1,11 @@
-"""A runner's own output memory, read by the referee in place (CUDA driver IPC, no copy).
+"""Device memory shared between the referee and a runner by plain CUDA driver IPC handles.
+
+Inputs and output buffers: the referee's ``Arena``, one allocation per runner made by the
+driver itself (never by torch's caching allocator, whose segments hold the referee's other
+tensors, and whose IPC path keeps reference counts in files under ``/dev/shm``); the runner
+opens its handle once (``open_arena``) and sees that allocation and nothing else.
+
+Outputs: a runner's own output memory, read by the referee in place (no copy).
 
 A runner names where each output lies: the IPC handle of the allocation that holds it and a
 byte offset (``locate``). The referee opens each allocation once (``Mapper``) and reads the
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import ctypes
+import math
 from collections import OrderedDict
 from typing import Any
 
@@ -45,11 +53,29 @@ def _cuda() -> Any:
         lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(_Handle), ctypes.c_uint64]
         lib.cuIpcOpenMemHandle_v2.argtypes = [ptr, _Handle, ctypes.c_uint]
         lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
+        lib.cuMemAlloc_v2.argtypes = [ptr, ctypes.c_size_t]
+        lib.cuMemFree_v2.argtypes = [ctypes.c_uint64]
+        lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         for fn in (lib.cuMemGetAddressRange_v2, lib.cuIpcGetMemHandle,
-                   lib.cuIpcOpenMemHandle_v2, lib.cuIpcCloseMemHandle):
+                   lib.cuIpcOpenMemHandle_v2, lib.cuIpcCloseMemHandle, lib.cuMemAlloc_v2,
+                   lib.cuMemFree_v2, lib.cuCtxGetCurrent):
             fn.restype = ctypes.c_int
         _driver = lib
     return _driver or None
+
+
+def _bind_context(device: torch.device) -> Any:
+    """libcuda with the device's primary context current on this thread (the one torch uses):
+    a driver call made before the runtime touched the device on this thread has no context."""
+    lib = _cuda()
+    if lib is None:
+        raise RuntimeError("no CUDA driver (libcuda.so.1) in this process")
+    torch.cuda.init()  # type: ignore[no-untyped-call, unused-ignore]
+    torch.cuda.synchronize(device)  # the runtime makes the primary context current here
+    ctx = ctypes.c_void_p()
+    if lib.cuCtxGetCurrent(ctypes.byref(ctx)) != 0 or not ctx.value:
+        raise RuntimeError(f"no CUDA context is current for {device}")
+    return lib
 
 
 def address_range(ptr: int) -> tuple[int, int] | None:
@@ -158,6 +184,78 @@ class Mapper:
     def close(self) -> None:
         while self._open:
             self._close(self._open.popitem()[1])
+
+
+ALIGN = 256  # every buffer of an arena starts on this boundary (any dtype's alignment)
+
+
+def aligned(nbytes: int) -> int:
+    """The room one buffer takes in an arena (at least one boundary, even when empty)."""
+    return max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
+
+
+class Arena:
+    """The referee's memory for one runner's buffers: one allocation made by the driver
+    (``cuMemAlloc``), handed out front to back (``take``). Its IPC handle opens exactly this
+    allocation: a runner that maps it reaches none of the referee's other memory, and no file
+    anywhere counts references to it. Never reused while it lives; freed only by ``free``,
+    which the referee calls once no runner may map it."""
+
+    def __init__(self, device: torch.device, size: int) -> None:
+        lib = _bind_context(device)
+        ptr = ctypes.c_uint64()
+        code = lib.cuMemAlloc_v2(ctypes.byref(ptr), max(ALIGN, size))
+        if code:
+            raise MemoryError(f"the driver could not allocate {size} bytes on {device} "
+                              f"for a runner's buffers (CUDA error {code})")
+        self.ptr, self.size, self._next = int(ptr.value), max(ALIGN, size), 0
+        made = _Handle()
+        code = lib.cuIpcGetMemHandle(ctypes.byref(made), self.ptr)
+        if code:
+            lib.cuMemFree_v2(self.ptr)
+            raise RuntimeError(f"no IPC handle for a runner's buffers (CUDA error {code})")
+        self.handle = bytes(made)
+        self.bytes: torch.Tensor | None = torch.as_tensor(
+            _ArrayInterface(self.ptr, self.size), device=device)
+
+    def take(self, dtype: torch.dtype, shape: list[int]) -> tuple[int, torch.Tensor]:
+        """(byte offset, a contiguous tensor there) for the next buffer."""
+        assert self.bytes is not None, "an arena taken from after it was freed"
+        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        offset = self._next
+        if offset + aligned(nbytes) > self.size:
+            raise ValueError("an arena sized for fewer buffers than were taken from it")
+        self._next += aligned(nbytes)
+        return offset, self.bytes[offset:offset + nbytes].view(dtype).view(shape)
+
+    def free(self) -> None:
+        if self.bytes is None:
+            return
+        torch.cuda.synchronize(self.bytes.device)
+        self.bytes = None
+        _cuda().cuMemFree_v2(self.ptr)
+
+
+_opened: dict[tuple[bytes, int], torch.Tensor] = {}  # a runner's arenas, mapped once each
+
+
+def open_arena(handle: bytes, device: torch.device) -> torch.Tensor:
+    """The runner's side: the referee's arena behind ``handle``, mapped once a process, as
+    bytes (the size is the driver's, never the description's)."""
+    key = (handle, device.index or 0)
+    if key not in _opened:
+        lib = _bind_context(device)
+        ptr = ctypes.c_uint64()
+        code = lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), _Handle.from_buffer_copy(handle),
+                                         _LAZY_PEER_ACCESS)
+        if code:
+            raise RuntimeError(f"the referee's buffers did not open here (CUDA error {code})")
+        found = address_range(int(ptr.value))
+        if found is None or found[0] != int(ptr.value):
+            raise RuntimeError("the referee's buffers opened at an address the driver "
+                               "does not know")
+        _opened[key] = torch.as_tensor(_ArrayInterface(*found), device=device)
+    return _opened[key]
 
 
 def view_at(segment: torch.Tensor, offset: object, like: torch.Tensor) -> torch.Tensor | None:

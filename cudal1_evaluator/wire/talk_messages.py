@@ -29,21 +29,15 @@ class SharedFile(TypedDict):
 
 
 class SharedCuda(TypedDict):
-    """A CUDA IPC handle; the byte fields are base64 text (None where torch gives none)."""
+    """A contiguous tensor in the referee's arena for this runner: the arena's driver IPC
+    handle (base64 text) and the tensor's byte offset in it (``wire/cuda_ipc.py``)."""
 
     kind: Literal["cuda"]
     device: int
     handle: str | None
-    size_bytes: int
     offset_bytes: int
-    ref_handle: str | None
-    ref_offset: int
-    event: str | None
-    event_sync: bool
     dtype: str
     shape: list[int]
-    strides: list[int]
-    offset: int
 
 
 class SharedAway(TypedDict):

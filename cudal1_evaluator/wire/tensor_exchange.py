@@ -2,9 +2,10 @@
 
 The referee (trusted) makes every shared tensor and describes it in JSON; the worker opens the
 description. On CPU a tensor is a file in the per-evaluation exchange directory, mapped shared
-by both (``torch.from_file``); on CUDA it is a CUDA IPC handle of the referee's allocation
-(``UntypedStorage._share_cuda_`` / ``_new_shared_cuda``), which the referee keeps alive until
-the set is released. Non-tensor inputs travel as JSON values.
+by both (``torch.from_file``); on CUDA it is a place in the referee's ``Arena`` for that runner
+(``wire/cuda_ipc.py``: one allocation made by the driver, shared by a plain driver IPC handle,
+no file anywhere), which the referee keeps until no runner may map it. Non-tensor inputs
+travel as JSON values.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import torch
 
 from cudal1_evaluator.isolation import lifetime
+from cudal1_evaluator.wire.cuda_ipc import ALIGN, Arena, aligned, open_arena
 from cudal1_evaluator.wire.talk_messages import SharedCuda, SharedDesc, SharedFile, SharedValue
 
 _serial = itertools.count()
@@ -51,19 +53,28 @@ def _unb64(text: str | None) -> bytes | None:
     return None if text is None else base64.b64decode(str(text))
 
 
-def export(value: object, directory: Path, device: torch.device
+def export(value: object, directory: Path, device: torch.device, arena: Arena | None = None
            ) -> tuple[object, SharedDesc]:
     """(the referee's own view, the description the worker opens) of a fresh shared copy."""
     if not isinstance(value, torch.Tensor):
         return value, SharedValue(kind="value", value=value)
-    return export_tensor(value, directory, device)
+    return export_tensor(value, directory, device, arena)
 
 
-def export_tensor(value: torch.Tensor, directory: Path, device: torch.device
-                  ) -> tuple[torch.Tensor, SharedFile | SharedCuda]:
+def export_tensor(value: torch.Tensor, directory: Path, device: torch.device,
+                  arena: Arena | None = None) -> tuple[torch.Tensor, SharedFile | SharedCuda]:
+    """On CUDA into ``arena`` (sized with ``arena_bytes``), else into a new file."""
     if device.type == "cuda":
-        return _export_cuda(value)
+        if arena is None:
+            raise ValueError("a CUDA tensor is shared through the runner's arena")
+        return _export_cuda(value, arena)
     return _export_file(value, directory)
+
+
+def arena_bytes(values: list[object]) -> int:
+    """The room ``export`` needs in an arena for these values (non-tensors take none)."""
+    return sum(aligned(v.numel() * v.element_size()) for v in values
+               if isinstance(v, torch.Tensor))
 
 
 def _export_file(value: torch.Tensor, directory: Path) -> tuple[torch.Tensor, SharedFile]:
@@ -76,18 +87,12 @@ def _export_file(value: torch.Tensor, directory: Path) -> tuple[torch.Tensor, Sh
                     "shape": list(value.shape), "numel": numel}
 
 
-def _export_cuda(value: torch.Tensor) -> tuple[torch.Tensor, SharedCuda]:
-    shared = value.detach().clone(memory_format=torch.contiguous_format)
-    (device, handle, size_bytes, offset_bytes, ref_handle, ref_offset, event,
-     event_sync) = shared.untyped_storage()._share_cuda_()  # type: ignore[no-untyped-call]
-    return shared, {
-        "kind": "cuda", "device": int(device), "handle": _b64(handle),
-        "size_bytes": int(size_bytes), "offset_bytes": int(offset_bytes),
-        "ref_handle": _b64(ref_handle), "ref_offset": int(ref_offset),
-        "event": _b64(event), "event_sync": bool(event_sync),
-        "dtype": dtype_name(shared.dtype), "shape": list(shared.shape),
-        "strides": list(shared.stride()), "offset": int(shared.storage_offset()),
-    }
+def _export_cuda(value: torch.Tensor, arena: Arena) -> tuple[torch.Tensor, SharedCuda]:
+    offset, shared = arena.take(value.dtype, list(value.shape))
+    shared.copy_(value)
+    return shared, {"kind": "cuda", "device": int(shared.device.index or 0),
+                    "handle": _b64(arena.handle), "offset_bytes": offset,
+                    "dtype": dtype_name(shared.dtype), "shape": list(shared.shape)}
 
 
 def _new_shared_file(path: Path, numel: int, dtype: torch.dtype) -> torch.Tensor:
@@ -137,15 +142,16 @@ def open_shared(desc: SharedDesc, device: torch.device) -> object:
 
 def _open_cuda(desc: SharedCuda, dtype: torch.dtype, shape: list[int],
                device: torch.device) -> torch.Tensor:
-    # opening an IPC handle in a process without a CUDA context segfaults
-    torch.cuda.init()  # type: ignore[no-untyped-call, unused-ignore]
-    storage = torch.UntypedStorage._new_shared_cuda(  # type: ignore[attr-defined, unused-ignore]
-        int(desc["device"]), _unb64(desc["handle"]), int(desc["size_bytes"]),
-        int(desc["offset_bytes"]), _unb64(desc["ref_handle"]), int(desc["ref_offset"]),
-        _unb64(desc["event"]), bool(desc["event_sync"]))
-    out = torch.empty(0, dtype=dtype, device=device)
-    out.set_(storage, int(desc["offset"]), shape, [int(s) for s in desc["strides"]])  # type: ignore[call-overload, unused-ignore]
-    return out
+    """A view of the referee's arena, bounds checked against the size the driver mapped."""
+    handle = _unb64(desc["handle"])
+    if handle is None:
+        raise ValueError("a shared CUDA tensor without a handle")
+    mapped = open_arena(handle, device)
+    offset = int(desc["offset_bytes"])
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    if offset < 0 or offset % ALIGN or offset + nbytes > mapped.numel():
+        raise ValueError("a shared CUDA tensor outside its arena")
+    return mapped[offset:offset + nbytes].view(dtype).view(shape)
 
 
 def poisoned_like(value: torch.Tensor) -> torch.Tensor:

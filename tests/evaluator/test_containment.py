@@ -234,6 +234,46 @@ def test_shared_files_land_only_in_the_private_view(tmp_path: Path) -> None:
         planted.unlink(missing_ok=True)
 
 
+@pytest.mark.parametrize("on_cuda", [False, True], ids=["cpu", "cuda-view"])
+def test_the_hosts_dev_shm_is_hidden_on_cuda_as_on_the_cpu(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_cuda: bool) -> None:
+    """CUDA buffers travel by plain driver IPC handles (no counter file in ``/dev/shm``), so a
+    CUDA child's ``/dev/shm`` is an empty cover as a CPU child's is (round 20 read and
+    overwrote a root-owned 0600 file there from an emulated CUDA child). The CUDA view is
+    the plan a CUDA job gets, made on this CPU."""
+    monkeypatch.setattr(sandbox_layers, "_on_cuda", lambda *_: on_cuda)
+    secret_dir = Path(tempfile.mkdtemp(prefix="cudal1-shm-", dir=lifetime.SHM_DIR))
+    secret = secret_dir / "counter"
+    secret.write_text("host's")
+    secret.chmod(0o600)
+    secret_dir.chmod(0o700)
+    try:
+        seen, _ = _build(tmp_path, _candidate(f"""
+        seen = {{"listing": sorted(os.listdir("/dev/shm"))}}
+        try:
+            Path({str(secret)!r}).write_text("candidate's")
+            seen["write"] = "written"
+        except OSError as exc:
+            seen["write"] = repr(exc)
+        (OUT / "report.json").write_text(json.dumps(seen))
+        """))
+        assert secret_dir.name not in seen["listing"], seen  # type: ignore[operator]
+        assert seen["write"] != "written" and secret.read_text() == "host's", seen
+    finally:
+        secret.unlink(missing_ok=True)
+        secret_dir.rmdir()
+
+
+def test_a_cuda_plan_covers_dev_shm_and_run_as_a_cpu_plan_does() -> None:
+    cuda, cpu = (sandbox_layers.namespace_plan("run", json.dumps({"device": d}), [], [],
+                                               "auto") for d in ("cuda", "cpu"))
+    assert cuda is not None and cpu is not None
+    shm = os.path.realpath(lifetime.SHM_DIR)
+    assert shm in cuda["hide"] and shm in cuda["roomy"]
+    assert set(sandbox_layers.daemons_dirs()) <= set(cuda["hide"])
+    assert set(cuda["hide"]) - set(cpu["hide"]) <= set(sandbox_layers.RUN_KEPT_ON_CUDA)
+
+
 def test_another_childs_job_file_cannot_be_read(tmp_path: Path) -> None:
     other = lifetime.make_owned_temp_dir()
     secret = f"secret-{uuid.uuid4().hex}"

@@ -190,21 +190,44 @@ def test_shared_files_round_trip(tmp_path: Path) -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_ipc_round_trip_across_processes(tmp_path: Path) -> None:
+    """Two tensors in one arena reach another process through one driver handle; it maps the
+    arena and nothing more (not the referee's other memory), and no file appears in
+    ``/dev/shm`` (the runner's is an empty cover)."""
     import json
     import subprocess
     import sys
 
-    value = torch.arange(12, dtype=torch.float32, device="cuda").view(3, 4)
-    mine, desc = export(value, tmp_path, torch.device("cuda"))
+    from cudal1_evaluator.wire.cuda_ipc import Arena
+    from cudal1_evaluator.wire.tensor_exchange import arena_bytes
+
+    dev = torch.device("cuda")
+    shm_before = set(os.listdir("/dev/shm"))
+    neighbour = torch.full((1 << 20,), 7.0, device=dev)  # the referee's own, never shared
+    value = torch.arange(12, dtype=torch.float32, device=dev).view(3, 4)
+    other = torch.ones(5, dtype=torch.int64, device=dev)
+    arena = Arena(dev, arena_bytes([value, other]))
+    (mine, desc), (_, desc2) = (export(v, tmp_path, dev, arena) for v in (value, other))
     torch.cuda.synchronize()
-    code = ("import json,sys,torch\nfrom cudal1_evaluator.wire.tensor_exchange import open_shared\n"
-            "t=open_shared(json.loads(sys.argv[1]),torch.device('cuda'))\n"
-            "print(float(t.sum())); t.mul_(2); torch.cuda.synchronize()")
+    assert desc["handle"] == desc2["handle"]
+    code = ("import json,sys,torch\nfrom cudal1_evaluator.wire import tensor_exchange as te\n"
+            "from cudal1_evaluator.wire.cuda_ipc import _opened\n"
+            "d=json.loads(sys.argv[1]); t=te.open_shared(d[0],torch.device('cuda'))\n"
+            "u=te.open_shared(d[1],torch.device('cuda'))\n"
+            "print(float(t.sum()), int(u.sum()), len(_opened),"
+            " [m.numel() for m in _opened.values()]); t.mul_(2); torch.cuda.synchronize()")
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(desc)], cwd=root,
-                         capture_output=True, text=True, timeout=120, check=True)
-    assert float(out.stdout.strip()) == 66.0
+    out = subprocess.run([sys.executable, "-c", code, json.dumps([desc, desc2])], cwd=root,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    total, ones, opened, sizes = out.stdout.strip().split(" ", 3)
+    assert (float(total), int(ones), int(opened)) == (66.0, 5, 1)
+    granule = 2 << 20  # the driver may round an allocation up; the rest is still its own
+    assert len(json.loads(sizes)) == 1 and \
+        arena.size <= json.loads(sizes)[0] <= -(-arena.size // granule) * granule
+    assert float(neighbour.sum()) == 7.0 * neighbour.numel()
     assert torch.equal(mine, value * 2)
+    assert set(os.listdir("/dev/shm")) <= shm_before
+    arena.free()
 
 
 def _process_state(pid: int, want: str = "T") -> str:
