@@ -247,17 +247,18 @@ def runs_as(layers: str) -> int:
     return SANDBOX_UID if layers == "uid" else 0
 
 
-def layers_for_root(layers: str, mode: str, job_text: str | None, warm_device: str) -> str:
-    """``auto`` becomes ``uid`` for a candidate-mode child started as root on the CPU: uid 0
-    owns the host's secrets whatever capabilities it drops (``/etc/shadow`` is mode 640, owner
-    root: a root-started candidate read it in round 15), so candidate code runs as ``nobody``;
-    the covers over hidden places let it reach an interpreter under ``/root``. On CUDA it
-    stays as asked until the driver's start as ``nobody`` is proven on a GPU host
-    (``CUDAL1_SANDBOX=uid`` asks for it there). A trusted child never runs candidate code
-    and stays the uid that started it: its writable dirs are every child's (the temp dir)."""
+def layers_for_root(layers: str, mode: str) -> str:
+    """``auto`` becomes ``uid`` for a candidate-mode child started as root: uid 0 owns the
+    host's secrets whatever capabilities it drops (``/etc/shadow`` is mode 640, owner root: a
+    root-started candidate read it in round 15), so candidate code runs as ``nobody``; the
+    covers over hidden places let it reach an interpreter under ``/root``. On CUDA too: the
+    driver's device files are world-usable, and buffers travel by driver IPC handles, which
+    need no file an owner could hold (an H200 ran nvcc, Triton and CUDA graph candidates so,
+    2026-11-29). A trusted child never runs candidate code and stays the uid that started
+    it: its writable dirs are every child's (the temp dir)."""
     if mode not in CANDIDATE_MODES:  # never runs candidate code: stays who started it
         return "auto" if layers == "uid" else layers
-    if layers == "auto" and os.geteuid() == 0 and not _on_cuda(job_text, warm_device):
+    if layers == "auto" and os.geteuid() == 0:
         return "uid"
     return layers
 

@@ -93,21 +93,20 @@ def test_root_drops_to_nobody_when_the_interpreter_is_readable(tmp_path: Path) -
 @pytest.mark.skipif(os.geteuid() != 0, reason="the separate uid applies to root only")
 def test_confining_as_auto_keeps_the_uid_and_says_so(tmp_path: Path) -> None:
     """``auto`` keeps the uid that started the child; the parent asks for ``uid`` where a child
-    started as root must drop (``sandbox_layers.layers_for_root``: CPU jobs)."""
+    started as root must drop (``sandbox_layers.layers_for_root``)."""
     found = _confined(tmp_path, "auto")
     assert found["uid"] == os.geteuid()
     assert "stays uid 0" in str(found["summary"]) and "CUDAL1_SANDBOX=uid" in str(found["summary"])
 
 
-def test_a_root_started_candidate_mode_child_drops_on_the_cpu_only() -> None:
+def test_a_root_started_candidate_mode_child_drops_on_cpu_and_cuda_alike() -> None:
     from cudal1_evaluator.isolation.sandbox_layers import layers_for_root
 
-    cpu, cuda = '{"device": "cpu"}', '{"device": "cuda:0"}'
     root = os.geteuid() == 0
-    assert layers_for_root("auto", "run", cpu, "") == ("uid" if root else "auto")
-    assert layers_for_root("auto", "run", cuda, "") == "auto"
-    assert layers_for_root("uid", "referee", cpu, "") == "auto"  # trusted: never drops
-    assert layers_for_root("off", "run", cpu, "") == "off"
+    assert layers_for_root("auto", "run") == ("uid" if root else "auto")
+    assert layers_for_root("auto", "build") == ("uid" if root else "auto")
+    assert layers_for_root("uid", "referee") == "auto"  # trusted: never drops
+    assert layers_for_root("off", "run") == "off"
 
 
 def test_startup_record_names_what_changed(tmp_path: Path) -> None:
