@@ -75,19 +75,42 @@ LATE_MESSAGE = ("its outputs changed after the window closed: work still writing
                 "runner said it was done (outside the timed window)")
 
 
+def arena_size(needed: int, old: int | None, free: int) -> int | None:
+    """The size of a runner's new arena, or None where its ``old`` one still fits. An outgrown
+    arena is never freed while its runner lives (``Referee.pool``), so a new one is at least
+    twice the old where the device has room for that (a sixth of what is free, as a window's
+    sets may take): what is kept then stays under the new one's size however often the pool
+    grows."""
+    if old is not None and old >= needed:
+        return None
+    if old is None:
+        return needed
+    return max(needed, min(2 * old, free // 6))
+
+
 class Pool:
     """One runner's shared buffers, exported once: ``calls`` slots, each the inputs of one call
     and NaN-poisoned buffers for its outputs. Before each window the referee fills the slots
     with fresh input sets and poisons the outputs; opening the buffers is no part of a window."""
 
     def __init__(self, inputs: list[Any], outputs: list[torch.Tensor], calls: int,
-                 xdir: Path, dev: torch.device, out_dir: Path | None = None) -> None:
+                 xdir: Path, dev: torch.device, out_dir: Path | None = None,
+                 arena: Arena | None = None) -> None:
+        """On CUDA every buffer lies in ``arena`` (taken from its start) where it fits, else
+        in a new one (``arena_size``)."""
         self.inputs: list[list[Any]] = []
         self.outputs: list[list[torch.Tensor]] = []
         self.descs: list[SlotDesc] = []
         self.files: list[str] = []
-        self.arena = Arena(dev, calls * arena_bytes([*inputs, *outputs])) \
-            if dev.type == "cuda" else None
+        self.arena = None
+        if dev.type == "cuda":
+            needed = calls * arena_bytes([*inputs, *outputs])
+            size = arena_size(needed, arena.size if arena is not None else None,
+                              torch.cuda.mem_get_info(dev)[0])
+            if arena is None or size is not None:
+                arena = Arena(dev, size or needed)
+            self.arena = arena
+            self.arena.restart()
         for _ in range(calls):
             pairs = [export(x, xdir, dev, self.arena) for x in inputs]
             outs = [export_tensor(poisoned_like(t), out_dir or xdir, dev, self.arena)
@@ -112,15 +135,9 @@ class Pool:
         return plain
 
     def remove(self) -> None:
-        """The exchange files go; device memory stays until ``free`` (a runner that opened
-        this pool may still map it, and must never see later data there)."""
+        """The exchange files go (device memory stays: ``Referee.close``)."""
         for name in self.files:
             Path(name).unlink(missing_ok=True)
-
-    def free(self) -> None:
-        if self.arena is not None:
-            self.inputs, self.outputs = [], []
-            self.arena.free()
 
 
 class InputSet:
@@ -148,7 +165,7 @@ class Referee:
         self.job = job
         self.sets: dict[int, InputSet] = {}
         self.pools: dict[int, Pool] = {}
-        self.retired: list[Pool] = []  # pools made again at another size, freed at close
+        self.retired: list[Pool] = []  # pools whose arena a runner outgrew (kept)
         self.filled: dict[int, list[int]] = {}  # runner -> the set in each slot
         self.windows: dict[int, WindowSeal] = {}  # runner -> its last window, as sealed
         self.gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little"))
@@ -199,10 +216,16 @@ class Referee:
         old = self.pools.pop(runner, None)
         if old is not None:
             old.remove()
-            self.retired.append(old)
         out_dir = msg.get("out_dir")  # host outputs kept where no runner can map them
         made = Pool(self.probe, self.templates, int(msg["calls"]), Path(str(msg["xdir"])),
-                    self.h.device, Path(out_dir) if out_dir else None)
+                    self.h.device, Path(out_dir) if out_dir else None,
+                    old.arena if old is not None else None)
+        if old is not None and old.arena is not made.arena:
+            # Freeing memory a runner may still map is undefined behaviour in CUDA's IPC
+            # (the runner is untrusted and need not close it): an arena outgrown is kept
+            # until the end, and one that still fits is used again (same handle, no new
+            # memory), so a runner's arenas grow only with the largest pool it was given.
+            self.retired.append(old)
         self.pools[runner] = made
         for desc in made.descs:  # our own memory is never a runner's output
             for shared in [*desc["inputs"], *desc["outputs"]]:
@@ -347,7 +370,8 @@ class Referee:
         self.placer.close()
         for pool in [*self.pools.values(), *self.retired]:
             pool.remove()
-            pool.free()
+        # The arenas stay until this process exits: the runners may still be finishing, and
+        # freeing memory another process maps is undefined in CUDA's IPC.
 
 
 def run(job: Job, peer: Peer) -> WorkerReport:

@@ -198,8 +198,9 @@ class Arena:
     """The referee's memory for one runner's buffers: one allocation made by the driver
     (``cuMemAlloc``), handed out front to back (``take``). Its IPC handle opens exactly this
     allocation: a runner that maps it reaches none of the referee's other memory, and no file
-    anywhere counts references to it. Never reused while it lives; freed only by ``free``,
-    which the referee calls once no runner may map it."""
+    anywhere counts references to it. Its memory holds only its runner's buffers for its
+    whole life; freed only by ``free``, which the referee calls once no runner may map it
+    (CUDA leaves freeing memory another process maps undefined)."""
 
     def __init__(self, device: torch.device, size: int) -> None:
         lib = _bind_context(device)
@@ -217,6 +218,11 @@ class Arena:
         self.handle = bytes(made)
         self.bytes: torch.Tensor | None = torch.as_tensor(
             _ArrayInterface(self.ptr, self.size), device=device)
+
+    def restart(self) -> None:
+        """Hand out from the start again (a new pool of the same runner: its old views are
+        dropped, and every buffer is filled or poisoned before a runner's next call)."""
+        self._next = 0
 
     def take(self, dtype: torch.dtype, shape: list[int]) -> tuple[int, torch.Tensor]:
         """(byte offset, a contiguous tensor there) for the next buffer."""
