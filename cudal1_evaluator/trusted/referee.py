@@ -213,13 +213,13 @@ class Referee:
     def pool(self, msg: PoolRequest) -> PoolSlots:
         """A runner's buffers (made again at another size), described for it to open once."""
         runner = int(msg["runner"])
-        old = self.pools.pop(runner, None)
-        if old is not None:
-            old.remove()
+        old = self.pools.get(runner)
         out_dir = msg.get("out_dir")  # host outputs kept where no runner can map them
         made = Pool(self.probe, self.templates, int(msg["calls"]), Path(str(msg["xdir"])),
                     self.h.device, Path(out_dir) if out_dir else None,
-                    old.arena if old is not None else None)
+                    old.arena if old is not None else None)  # the old pool stays if this fails
+        if old is not None:
+            old.remove()
         if old is not None and old.arena is not made.arena:
             # Freeing memory a runner may still map is undefined behaviour in CUDA's IPC
             # (the runner is untrusted and need not close it): an arena outgrown is kept
