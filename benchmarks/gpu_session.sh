@@ -19,6 +19,8 @@
 #   window PROBLEM CAND where a trusted window's time goes, per step (window_diag.py, CUDA)
 #   noise PROBLEM CAND [OPTS...]  window-to-window noise with and without warm children
 #                       started beside the rounds, or a CUDA process starting beside them
+#   forge               can a driver IPC handle be forged from a process's own handles?
+#                       (ipc_forge_diag.py: security.md's "Forged IPC handles", tried)
 #   waitvalue           can a stopped process's GPU work be released by another's write?
 #                       (waitvalue_diag.py: security.md's "GPU work waiting", tried)
 #   handover            the runner's per-call bookkeeping against a call's device time
@@ -95,6 +97,9 @@ run_step() {
     noise)
       timeout "$(left 5)" python3 benchmarks/noise_diag.py "$@" 2>&1 \
         | tee -a "$OUT/noise_diag.log" | cut -c1-200 ;;
+    forge)
+      timeout "$(left 5)" python3 benchmarks/ipc_forge_diag.py "$@" 2>&1 \
+        | tee -a "$OUT/ipc_forge_diag.log" | cut -c1-200 ;;
     waitvalue)
       timeout "$(left 5)" python3 benchmarks/waitvalue_diag.py "$@" 2>&1 \
         | tee -a "$OUT/waitvalue_diag.log" | cut -c1-200 ;;
@@ -110,7 +115,7 @@ run_step() {
       timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ "$@" 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -15 ;;
     *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \
-         "tests | diag | handover | memdiag | noise | waitvalue | watch | scaling | shared | phases | window"; return 2 ;;
+         "tests | diag | forge | handover | memdiag | noise | waitvalue | watch | scaling | shared | phases | window"; return 2 ;;
   esac
 }
 args=()

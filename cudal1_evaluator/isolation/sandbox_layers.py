@@ -289,6 +289,11 @@ def probe() -> tuple[bool, str]:
         except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
             return False, f"the sandbox probe failed: {exc}"
     layers, missing = found["layers"], found["missing"]
+    asked = requested_layers()
+    if asked != "uid" and layers_for_root(asked, "run") == "uid":
+        # the probe is no candidate child: it gets neither the covers nor the uid drop
+        missing.pop("separate uid", None)
+        layers["uid"] = "candidate children started as root run as nobody (not probed here)"
     if outer_sandbox([])[1] == "bwrap":
         layers["files"] = "bubblewrap (read-only root, no network)"
     text = "; ".join(f"{k}: {v}" for k, v in layers.items())
