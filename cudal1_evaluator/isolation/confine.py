@@ -100,9 +100,9 @@ def apply(writable: list[str], *, private: list[str], layers: str = "auto",
         _separate_uid(state, [*private, *writable], served, tasks_counted)
     else:
         state.missing["separate uid"] = (
-            "off: this child stays uid 0, capabilities dropped (a trusted child, or "
-            "CUDAL1_SANDBOX=mountns; candidate children started as root run as nobody: "
-            "CUDAL1_SANDBOX=uid)")
+            "off: this child stays uid 0, capabilities dropped (a trusted child, "
+            "CUDAL1_SANDBOX=mountns, or a GPU whose device nodes only root and a group may "
+            "open; candidate children started as root run as nobody: CUDAL1_SANDBOX=uid)")
     if layers != "bwrap":
         _filesystem(state, writable, use_landlock=layers != "mountns", fixed_size=fixed_size)
     _STATE = state

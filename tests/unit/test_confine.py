@@ -109,6 +109,25 @@ def test_a_root_started_candidate_mode_child_drops_on_cpu_and_cuda_alike() -> No
     assert layers_for_root("off", "run") == "off"
 
 
+def test_a_cuda_child_stays_root_where_nobody_could_not_open_the_gpu(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Device nodes of mode 0660 (a ``video`` group) would keep ``nobody`` from starting CUDA:
+    there a root-started CUDA child keeps uid 0 (capabilities dropped); a CPU child drops."""
+    from cudal1_evaluator.isolation import sandbox_layers
+
+    for name, mode in (("nvidiactl", 0o666), ("nvidia0", 0o666), ("nvidia1", 0o660)):
+        (tmp_path / name).touch()
+        (tmp_path / name).chmod(mode)
+    assert not sandbox_layers.gpu_nodes_open_to_all(str(tmp_path))
+    (tmp_path / "nvidia1").chmod(0o666)
+    assert sandbox_layers.gpu_nodes_open_to_all(str(tmp_path))
+    assert sandbox_layers.gpu_nodes_open_to_all(str(tmp_path / "none"))  # no GPU: no bar
+    monkeypatch.setattr(sandbox_layers, "gpu_nodes_open_to_all", lambda: False)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert sandbox_layers.layers_for_root("auto", "run", on_cuda=True) == "auto"
+    assert sandbox_layers.layers_for_root("auto", "run", on_cuda=False) == "uid"
+
+
 def test_startup_record_names_what_changed(tmp_path: Path) -> None:
     (tmp_path / "a.pth").write_text("import os\n")
     recorded = startup_check.record(str(tmp_path))  # site dirs and this "PYTHONPATH" dir
