@@ -37,7 +37,6 @@ from cudal1_evaluator.isolation import (
 from cudal1_evaluator.isolation.child_env import scrub_env
 from cudal1_evaluator.isolation.sandbox_layers import (
     host_allocator_env,
-    job_on_cuda,
     layers_for_root,
     namespace_plan,
     outer_sandbox,
@@ -243,7 +242,7 @@ class Child:
                **host_allocator_env(job_text, warm_device)}
         self.writable = sandbox_dirs(self.root, job_text, self._extra_writable, self.mode)
         prefix, layers = outer_sandbox(self.writable)
-        layers = layers_for_root(layers, self.mode, job_on_cuda(job_text, warm_device))
+        layers = layers_for_root(layers, self.mode, job_text, warm_device)
         private = [os.path.realpath(p) for p in (self.root, *self._own_dirs)]
         plan = namespace_plan(self.mode, job_text, self.writable, private, layers, warm_device)
         self._hand_dirs(runs_as(layers), plan)

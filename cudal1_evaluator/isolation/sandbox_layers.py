@@ -84,11 +84,6 @@ def _on_cuda(job_text: str | None, warm_device: str) -> bool:
     return str(device or warm_device).startswith("cuda")
 
 
-def job_on_cuda(job_text: str | None, warm_device: str) -> bool:
-    """Whether a child's job (or, warm, the device it waits for) is a CUDA one."""
-    return _on_cuda(job_text, warm_device)
-
-
 HOST_ALLOCATOR = {  # glibc malloc: freed memory kept for reuse, never handed back to the OS
     "MALLOC_MMAP_MAX_": "0",  # every block on the heap, whatever its size (no fresh mapping
     "MALLOC_MMAP_THRESHOLD_": str(32 << 20),  # to fault in), as blocks up to 32 MB would be
@@ -252,7 +247,8 @@ def runs_as(layers: str) -> int:
     return SANDBOX_UID if layers == "uid" else 0
 
 
-def layers_for_root(layers: str, mode: str, on_cuda: bool = False) -> str:
+def layers_for_root(layers: str, mode: str, job_text: str | None = None,
+                    warm_device: str = "") -> str:
     """``auto`` becomes ``uid`` for a candidate-mode child started as root: uid 0 owns the
     host's secrets whatever capabilities it drops (``/etc/shadow`` is mode 640, owner root: a
     root-started candidate read it in round 15), so candidate code runs as ``nobody``; the
@@ -265,18 +261,19 @@ def layers_for_root(layers: str, mode: str, on_cuda: bool = False) -> str:
     every child's (the temp dir)."""
     if mode not in CANDIDATE_MODES:  # never runs candidate code: stays who started it
         return "auto" if layers == "uid" else layers
-    if layers == "auto" and os.geteuid() == 0 and (not on_cuda or gpu_nodes_open_to_all()):
+    if layers == "auto" and os.geteuid() == 0 and \
+            (not _on_cuda(job_text, warm_device) or gpu_nodes_open_to_all()):
         return "uid"
     return layers
 
 
-GPU_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm")  # and every /dev/nvidiaN
+GPU_NODES = ("nvidiactl", "nvidia-uvm")  # under /dev, and every nvidiaN
 
 
 def gpu_nodes_open_to_all(dev: str = "/dev") -> bool:
     """Whether every NVIDIA device node here lets any uid read and write it (True where there
     are none: nothing to keep a non-root child from)."""
-    nodes = [*Path(dev).glob("nvidia[0-9]*"), *(Path(dev) / Path(n).name for n in GPU_NODES)]
+    nodes = [*Path(dev).glob("nvidia[0-9]*"), *(Path(dev) / name for name in GPU_NODES)]
     for node in nodes:
         try:
             if node.stat().st_mode & 0o006 != 0o006:

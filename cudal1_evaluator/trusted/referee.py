@@ -107,8 +107,9 @@ class Pool:
             needed = calls * arena_bytes([*inputs, *outputs])
             size = arena_size(needed, arena.size if arena is not None else None,
                               torch.cuda.mem_get_info(dev)[0])
-            if arena is None or size is not None:
-                arena = Arena(dev, size or needed)
+            if size is not None:
+                arena = Arena(dev, size)
+            assert arena is not None  # arena_size gives a size wherever there was none
             self.arena = arena
             self.arena.restart()
         for _ in range(calls):

@@ -199,8 +199,8 @@ class Arena:
     (``cuMemAlloc``), handed out front to back (``take``). Its IPC handle opens exactly this
     allocation: a runner that maps it reaches none of the referee's other memory, and no file
     anywhere counts references to it. Its memory holds only its runner's buffers for its
-    whole life; freed only by ``free``, which the referee calls once no runner may map it
-    (CUDA leaves freeing memory another process maps undefined)."""
+    whole life, and is never freed by the referee: CUDA leaves freeing memory another process
+    maps undefined, and a runner need not close its mapping (the referee's exit frees it)."""
 
     def __init__(self, device: torch.device, size: int) -> None:
         lib = _bind_context(device)
@@ -216,8 +216,7 @@ class Arena:
             lib.cuMemFree_v2(self.ptr)
             raise RuntimeError(f"no IPC handle for a runner's buffers (CUDA error {code})")
         self.handle = bytes(made)
-        self.bytes: torch.Tensor | None = torch.as_tensor(
-            _ArrayInterface(self.ptr, self.size), device=device)
+        self.bytes = torch.as_tensor(_ArrayInterface(self.ptr, self.size), device=device)
 
     def restart(self) -> None:
         """Hand out from the start again (a new pool of the same runner: its old views are
@@ -226,7 +225,6 @@ class Arena:
 
     def take(self, dtype: torch.dtype, shape: list[int]) -> tuple[int, torch.Tensor]:
         """(byte offset, a contiguous tensor there) for the next buffer."""
-        assert self.bytes is not None, "an arena taken from after it was freed"
         nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
         offset = self._next
         if offset + aligned(nbytes) > self.size:
@@ -234,34 +232,22 @@ class Arena:
         self._next += aligned(nbytes)
         return offset, self.bytes[offset:offset + nbytes].view(dtype).view(shape)
 
-    def free(self) -> None:
-        if self.bytes is None:
-            return
-        torch.cuda.synchronize(self.bytes.device)
-        self.bytes = None
-        _cuda().cuMemFree_v2(self.ptr)
 
-
-_opened: dict[tuple[bytes, int], torch.Tensor] = {}  # a runner's arenas, mapped once each
+_arenas: dict[int, Mapper] = {}  # a runner's arenas by device, mapped once each
 
 
 def open_arena(handle: bytes, device: torch.device) -> torch.Tensor:
     """The runner's side: the referee's arena behind ``handle``, mapped once a process, as
     bytes (the size is the driver's, never the description's)."""
-    key = (handle, device.index or 0)
-    if key not in _opened:
-        lib = _bind_context(device)
-        ptr = ctypes.c_uint64()
-        code = lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), _Handle.from_buffer_copy(handle),
-                                         _LAZY_PEER_ACCESS)
-        if code:
-            raise RuntimeError(f"the referee's buffers did not open here (CUDA error {code})")
-        found = address_range(int(ptr.value))
-        if found is None or found[0] != int(ptr.value):
-            raise RuntimeError("the referee's buffers opened at an address the driver "
-                               "does not know")
-        _opened[key] = torch.as_tensor(_ArrayInterface(*found), device=device)
-    return _opened[key]
+    mapper = _arenas.get(device.index or 0)
+    if mapper is None:
+        _bind_context(device)  # opening a handle without a current context fails
+        mapper = _arenas[device.index or 0] = Mapper(device)
+    mapped = mapper.segment(handle)
+    if mapped is None:
+        raise RuntimeError(f"the referee's buffers did not open here (CUDA error "
+                           f"{mapper.last_error})")
+    return mapped
 
 
 def view_at(segment: torch.Tensor, offset: object, like: torch.Tensor) -> torch.Tensor | None:

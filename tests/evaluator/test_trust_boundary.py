@@ -210,11 +210,12 @@ def test_cuda_ipc_round_trip_across_processes(tmp_path: Path) -> None:
     torch.cuda.synchronize()
     assert desc["handle"] == desc2["handle"]
     code = ("import json,sys,torch\nfrom cudal1_evaluator.wire import tensor_exchange as te\n"
-            "from cudal1_evaluator.wire.cuda_ipc import _opened\n"
+            "from cudal1_evaluator.wire.cuda_ipc import _arenas\n"
             "d=json.loads(sys.argv[1]); t=te.open_shared(d[0],torch.device('cuda'))\n"
             "u=te.open_shared(d[1],torch.device('cuda'))\n"
-            "print(float(t.sum()), int(u.sum()), len(_opened),"
-            " [m.numel() for m in _opened.values()]); t.mul_(2); torch.cuda.synchronize()")
+            "m=[s for a in _arenas.values() for s in a._open.values()]\n"
+            "print(float(t.sum()), int(u.sum()), len(m),"
+            " [s.bytes.numel() for s in m]); t.mul_(2); torch.cuda.synchronize()")
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code, json.dumps([desc, desc2])], cwd=root,
                          capture_output=True, text=True, timeout=120)
@@ -227,7 +228,6 @@ def test_cuda_ipc_round_trip_across_processes(tmp_path: Path) -> None:
     assert float(neighbour.sum()) == 7.0 * neighbour.numel()
     assert torch.equal(mine, value * 2)
     assert set(os.listdir("/dev/shm")) <= shm_before
-    arena.free()
 
 
 def _process_state(pid: int, want: str = "T") -> str:

@@ -124,8 +124,8 @@ def test_a_cuda_child_stays_root_where_nobody_could_not_open_the_gpu(
     assert sandbox_layers.gpu_nodes_open_to_all(str(tmp_path / "none"))  # no GPU: no bar
     monkeypatch.setattr(sandbox_layers, "gpu_nodes_open_to_all", lambda: False)
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    assert sandbox_layers.layers_for_root("auto", "run", on_cuda=True) == "auto"
-    assert sandbox_layers.layers_for_root("auto", "run", on_cuda=False) == "uid"
+    assert sandbox_layers.layers_for_root("auto", "run", '{"device": "cuda"}') == "auto"
+    assert sandbox_layers.layers_for_root("auto", "run", '{"device": "cpu"}') == "uid"
 
 
 def test_startup_record_names_what_changed(tmp_path: Path) -> None:
