@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from cudal1_evaluator.isolation import lifetime
+from cudal1_evaluator.isolation import gpu_view, lifetime
 
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
 CLONE_NEWIPC = 0x08000000
@@ -236,6 +236,7 @@ def enter(plan: dict[str, list[str]]) -> Entered:
         return done
     _fork(serve, trees, _owner(plan))
     _private_view(mounts, hide, set(plan.get("roomy", [])), trees, done)
+    _hide_other_gpus(mounts, plan, done)
     _become_init(plan.get("control") or [], done)
     return done
 
@@ -406,6 +407,37 @@ def _mask_block_devices(mounts: _Mount) -> None:
 
 
 _DEV_SKIP = frozenset({"/dev/shm", "/dev/pts", "/dev/mqueue", "/dev/hugepages"})
+
+
+def _hide_other_gpus(mounts: _Mount, plan: dict[str, list[str]], done: Entered) -> None:
+    """In PID 1: the host's other GPUs' nodes (``isolation.gpu_view``) covered by an empty
+    file of mode 000, which the child, without capabilities, cannot open: CUDA leaves those
+    GPUs out, as it does GPUs a device cgroup denies."""
+    why, nodes = plan.get("gpu_why") or [], plan.get("gpu_nodes") or []
+    if why:
+        done.missing[gpu_view.LAYER] = why[0]
+    if not nodes:
+        return
+    try:
+        cover_nodes(mounts, nodes, (plan.get("roomy") or ["/tmp"])[0])
+    except OSError as exc:
+        done.missing[gpu_view.LAYER] = f"the host's other GPUs stay reachable: {exc}"
+    else:
+        done.layers[gpu_view.LAYER] = (plan.get("gpu_view") or ["other GPUs' nodes covered"])[0]
+
+
+def cover_nodes(mounts: _Mount, nodes: Sequence[str], scratch: str) -> None:
+    """Bind one empty file of mode 000, made in ``scratch`` (a tmpfs of the child's own) and
+    unlinked again, over every path of ``nodes``."""
+    blank = os.path.join(scratch, f".cudal1-covered-{os.getpid()}")
+    os.close(os.open(blank, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0))
+    try:
+        os.chmod(blank, 0)
+        for node in nodes:
+            mounts.mount(blank.encode(), node, None, _MS_BIND)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(blank)
 
 
 def _proc_read_only(mounts: _Mount) -> None:

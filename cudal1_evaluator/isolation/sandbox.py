@@ -29,6 +29,7 @@ from typing import Any
 from cudal1_evaluator.isolation import (
     cgroup,
     confine,
+    gpu_view,
     lifetime,
     namespaces,
     pidtree,
@@ -37,8 +38,10 @@ from cudal1_evaluator.isolation import (
 from cudal1_evaluator.isolation.child_env import scrub_env
 from cudal1_evaluator.isolation.sandbox_layers import (
     host_allocator_env,
+    job_device,
     layers_for_root,
     namespace_plan,
+    on_cuda,
     outer_sandbox,
     runs_as,
     sandbox_dirs,
@@ -215,6 +218,7 @@ class Child:
         self._init_lock = threading.Lock()  # one order and its answer at a time
         self._own_dirs = (str(self.exchange),) if shared is not None else ()  # outside root
         self._warm_device = warm_device
+        self._view: gpu_view.GpuView | None = None  # its one GPU, on a host of several
         self._extra_writable = (*self._own_dirs, *writable)
         self.group: cgroup.Group | None = None  # its cgroup, when one could be made
         self._over_limit = False  # its group could not be held to the job's memory limit
@@ -223,6 +227,25 @@ class Child:
         except BaseException:
             self._remove_dirs()
             raise
+
+    def _view_gpu(self, plan: dict[str, list[str]], job_text: str | None,
+                  warm_device: str) -> dict[str, str]:
+        """On a host of several GPUs, a CUDA child sees its job's GPU alone
+        (``isolation.gpu_view``): the other GPUs' nodes go in its plan, and its environment
+        names its GPU. Returns the environment to add."""
+        if not on_cuda(job_text, warm_device):
+            return {}
+        view, why = gpu_view.view_for(job_device(job_text) or warm_device)
+        if view is None:
+            if why:
+                plan["gpu_why"] = [why]
+            return {}
+        self._view = view
+        plan["gpu_nodes"], plan["gpu_view"] = list(view.covered), [view.describe()]
+        return view.env()
+
+    def _job_inside(self, job_text: str) -> str:
+        return gpu_view.job_inside(job_text) if self._view is not None else job_text
 
     def _remove_dirs(self) -> None:
         if self.group is not None:
@@ -236,8 +259,6 @@ class Child:
         tmp.mkdir(exist_ok=True)
         self.job_path = self.root / "job.json"
         self.job_text = job_text
-        if job_text is not None:
-            _write_job(self.job_path, job_text)
         env = {**scrub_env(dict(os.environ), home=home, tmpdir=tmp),
                **host_allocator_env(job_text, warm_device)}
         self.writable = sandbox_dirs(self.root, job_text, self._extra_writable, self.mode)
@@ -245,6 +266,10 @@ class Child:
         layers = layers_for_root(layers, self.mode, job_text, warm_device)
         private = [os.path.realpath(p) for p in (self.root, *self._own_dirs)]
         plan = namespace_plan(self.mode, job_text, self.writable, private, layers, warm_device)
+        if plan is not None:
+            env.update(self._view_gpu(plan, job_text, warm_device))
+        if job_text is not None:
+            _write_job(self.job_path, self._job_inside(job_text))
         self._hand_dirs(runs_as(layers), plan)
         group_why = self._make_group(plan is not None, warm=job_text is None)
         if plan is not None and self.group is not None:
@@ -285,7 +310,8 @@ class Child:
             # the job's own limits come with the go line; until then only the fixed ones hold
             argv[argv.index("--limits") + 1] = replace(self.limits, memory_mb=None,
                                                        cpu_s=None).to_arg()
-            argv += ["--wait-fd", str(go_r), "--warm-device", warm_device]
+            argv += ["--wait-fd", str(go_r), "--warm-device",
+                     "cuda:0" if self._view is not None else warm_device]
         self.out_path, self.err_path = self.root / "stdout.log", self.root / "stderr.log"
         with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
             try:
@@ -427,7 +453,7 @@ class Child:
             if self._go_w is not None:
                 self.limits = limits or self.limits
                 self.job_text = job_text or ""
-                _write_job(self.job_path, self.job_text)
+                _write_job(self.job_path, self._job_inside(self.job_text))
                 go, self._go_w = self._go_w, None
                 if self.group is not None and not self.group.limit(self.limits.memory_mb, None):
                     self._over_limit = True  # already past the job's limit (v1 refuses it):

@@ -75,13 +75,18 @@ def sandbox_dirs(root: Path, job_text: str | None, extra: Sequence[str] = (),
     return [os.path.realpath(p) for p in dict.fromkeys(dirs)]
 
 
-def _on_cuda(job_text: str | None, warm_device: str) -> bool:
+def job_device(job_text: str | None) -> str:
+    """A job's device (``cuda:1``), "" where its JSON names none."""
     try:
         job = json.loads(job_text) if job_text else {}
     except ValueError:
         job = {}
     device = job.get("device") if isinstance(job, dict) else None
-    return str(device or warm_device).startswith("cuda")
+    return device if isinstance(device, str) else ""
+
+
+def on_cuda(job_text: str | None, warm_device: str) -> bool:
+    return (job_device(job_text) or warm_device).startswith("cuda")
 
 
 HOST_ALLOCATOR = {  # glibc malloc: freed memory kept for reuse, never handed back to the OS
@@ -97,7 +102,7 @@ def host_allocator_env(job_text: str | None, warm_device: str) -> dict[str, str]
     process's heap happens to lie (glibc's dynamic thresholds), a cost the two runners do not
     share and one a candidate could skip by keeping its own buffers. Both sides get the same
     setting; nothing on CUDA changes."""
-    return {} if _on_cuda(job_text, warm_device) else dict(HOST_ALLOCATOR)
+    return {} if on_cuda(job_text, warm_device) else dict(HOST_ALLOCATOR)
 
 
 def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
@@ -118,7 +123,7 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     serve = [] if source is not None else [w for w in writable if w not in private]
     shared = lifetime.exchange_base()
     shm = [str(lifetime.SHM_DIR)]
-    checkout, cuda = source_checkout(), _on_cuda(job_text, warm_device)
+    checkout, cuda = source_checkout(), on_cuda(job_text, warm_device)
     temps = [tempfile.gettempdir(), *(p for p in SHARED_TEMPS if os.path.isdir(p))]
     hide = [*temps, *shm, *homes(), *beyond_the_system(), *checkout,
             *([str(shared)] if shared is not None else []), *build_roots(job_text), *serve,
@@ -262,7 +267,7 @@ def layers_for_root(layers: str, mode: str, job_text: str | None = None,
     if mode not in CANDIDATE_MODES:  # never runs candidate code: stays who started it
         return "auto" if layers == "uid" else layers
     if layers == "auto" and os.geteuid() == 0 and \
-            (not _on_cuda(job_text, warm_device) or gpu_nodes_open_to_all()):
+            (not on_cuda(job_text, warm_device) or gpu_nodes_open_to_all()):
         return "uid"
     return layers
 

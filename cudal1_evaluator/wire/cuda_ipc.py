@@ -29,6 +29,8 @@ import torch
 
 HANDLE_BYTES = 64
 _LAZY_PEER_ACCESS = 1  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+_DEVICE_ORDINAL = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+ON_ANOTHER_GPU = -1  # Mapper.last_error: the allocation lies on a GPU other than the referee's
 MAX_OPEN = 8192  # allocations a referee keeps mapped (oldest closed first, never a live one)
 
 
@@ -56,9 +58,10 @@ def _cuda() -> Any:
         lib.cuMemAlloc_v2.argtypes = [ptr, ctypes.c_size_t]
         lib.cuMemFree_v2.argtypes = [ctypes.c_uint64]
         lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        lib.cuPointerGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
         for fn in (lib.cuMemGetAddressRange_v2, lib.cuIpcGetMemHandle,
                    lib.cuIpcOpenMemHandle_v2, lib.cuIpcCloseMemHandle, lib.cuMemAlloc_v2,
-                   lib.cuMemFree_v2, lib.cuCtxGetCurrent):
+                   lib.cuMemFree_v2, lib.cuCtxGetCurrent, lib.cuPointerGetAttribute):
             fn.restype = ctypes.c_int
         _driver = lib
     return _driver or None
@@ -166,10 +169,21 @@ class Mapper:
             return None
         self.opened += 1
         found = address_range(int(ptr.value))
-        if found is None or found[0] != int(ptr.value):
+        if found is None or found[0] != int(ptr.value) or not self._on_own_gpu(lib, ptr.value):
             lib.cuIpcCloseMemHandle(ptr.value)
             return None
         return _Mapped(int(ptr.value), found[1], self.device)
+
+    def _on_own_gpu(self, lib: Any, ptr: int) -> bool:
+        """Does the mapped allocation lie on the referee's GPU? A runner's output made on
+        another GPU (where nobody watches its work) would be read through peer access."""
+        ordinal = ctypes.c_int(-1)
+        if lib.cuPointerGetAttribute(ctypes.byref(ordinal), _DEVICE_ORDINAL, ptr) == 0 and \
+                ordinal.value == (self.device.index if self.device.index is not None
+                                  else torch.cuda.current_device()):
+            return True
+        self.last_error = ON_ANOTHER_GPU
+        return False
 
     def trim(self, keep: set[bytes]) -> None:
         """Unmap the oldest allocations beyond ``MAX_OPEN``, never one in ``keep``."""

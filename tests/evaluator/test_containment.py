@@ -31,6 +31,7 @@ from evaluator_cases import DIAG_PROBLEM
 from cudal1_evaluator.isolation import (
     cgroup,
     confine,
+    gpu_view,
     lifetime,
     pidtree,
     sandbox,
@@ -241,7 +242,7 @@ def test_the_hosts_dev_shm_is_hidden_on_cuda_as_on_the_cpu(
     CUDA child's ``/dev/shm`` is an empty cover as a CPU child's is (round 20 read and
     overwrote a root-owned 0600 file there from an emulated CUDA child). The CUDA view is
     the plan a CUDA job gets, made on this CPU."""
-    monkeypatch.setattr(sandbox_layers, "_on_cuda", lambda *_: on_cuda)
+    monkeypatch.setattr(sandbox_layers, "on_cuda", lambda *_: on_cuda)
     secret_dir = Path(tempfile.mkdtemp(prefix="cudal1-shm-", dir=lifetime.SHM_DIR))
     secret = secret_dir / "counter"
     secret.write_text("host's")
@@ -262,6 +263,34 @@ def test_the_hosts_dev_shm_is_hidden_on_cuda_as_on_the_cpu(
     finally:
         secret.unlink(missing_ok=True)
         secret_dir.rmdir()
+
+
+@pytest.mark.skipif(not os.access("/dev", os.W_OK), reason="makes a stand-in node in /dev")
+def test_the_hosts_other_gpus_nodes_cannot_be_opened_by_a_cuda_child(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a host of several GPUs a CUDA child sees its job's GPU alone: the other GPUs'
+    nodes are covered (a file of ours in ``/dev`` stands for one here) and
+    ``CUDA_VISIBLE_DEVICES`` names its GPU by UUID (round 22: a runner could start work on a
+    GPU nobody watches)."""
+    node = Path(tempfile.mkstemp(prefix="cudal1-nvidia-", dir="/dev")[1])
+    node.write_text("the other GPU")
+    node.chmod(0o666)
+    view = gpu_view.GpuView("GPU-1b000000-0000-0000-0000-000000000001", 1, (str(node),))
+    monkeypatch.setattr(sandbox, "on_cuda", lambda *_: True)
+    monkeypatch.setattr(gpu_view, "view_for", lambda *_, **__: (view, ""))
+    try:
+        seen, _ = _build(tmp_path, _candidate(f"""
+        seen = {{"visible": os.environ.get("CUDA_VISIBLE_DEVICES")}}
+        try:
+            seen["read"] = Path({str(node)!r}).read_text()
+        except OSError as exc:
+            seen["read"] = exc.__class__.__name__
+        (OUT / "report.json").write_text(json.dumps(seen))
+        """))
+        assert seen == {"visible": view.uuid, "read": "PermissionError"}, seen
+        assert node.read_text() == "the other GPU"
+    finally:
+        node.unlink()
 
 
 def test_a_cuda_plan_covers_dev_shm_and_run_as_a_cpu_plan_does() -> None:

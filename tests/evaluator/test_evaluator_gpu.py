@@ -121,9 +121,10 @@ def cuda_candidate(shift: str) -> str:
 
 
 def gpu_job(candidate: str, build_dir: Path, **fields: object):  # type: ignore[no-untyped-def]
-    return job(DIAG_GPU, candidate, build_dir, device="cuda", timing_budget_s=2.0,
-               correctness_trials=3, min_samples=20, max_samples=200, stable_rel_ci=0.01,
-               timeout_s=500.0, memory_limit_mb=32768, **fields)
+    settings: dict[str, object] = {
+        "device": "cuda", "timing_budget_s": 2.0, "correctness_trials": 3, "min_samples": 20,
+        "max_samples": 200, "stable_rel_ci": 0.01, "timeout_s": 500.0, "memory_limit_mb": 32768}
+    return job(DIAG_GPU, candidate, build_dir, **{**settings, **fields})
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +173,38 @@ def test_illegal_memory_access_is_a_runtime_error(build_dir: Path) -> None:
     print(result.status, result.message)
     assert result.status == "runtime_error"
     assert "illegal memory access" in result.message or "SIG" in result.message
+
+
+ONE_GPU_SEEN = '''
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn as nn
+
+_ENV = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+_CHILD = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
+                        env=_ENV, capture_output=True, text=True, timeout=300)
+SEEN = (torch.cuda.device_count(), _CHILD.stdout.strip(), _CHILD.stderr.strip()[-300:])
+if SEEN[:2] != (1, "1"):
+    raise RuntimeError(f"GPUs seen here, and by a child without CUDA_VISIBLE_DEVICES: {SEEN}")
+
+
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        return A.unsqueeze(1) * B
+'''
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs a host of two GPUs")
+def test_a_candidate_on_the_second_gpu_sees_that_gpu_alone(build_dir: Path) -> None:
+    """On a host of several GPUs a candidate's process, and a process it starts without
+    ``CUDA_VISIBLE_DEVICES``, see one GPU: the job's (round 22, ``isolation.gpu_view``)."""
+    result = evaluate(gpu_job(ONE_GPU_SEEN, build_dir, device="cuda:1"))
+    print(result.status, result.message, [(f.code, f.message) for f in result.flags])
+    assert result.status == "ok", result.message
+    assert result.speedup is not None and result.speedup > 10
 
 
 def _median_ms(clock: Clock, fn: Callable[[], torch.Tensor], n: int = 30) -> float:
