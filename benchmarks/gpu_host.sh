@@ -15,8 +15,10 @@
 # clock, default 660), WIDTHS (default 1 2 4 8, those the host has; empty: no scaling),
 # CORPUS_SHARDS and EXPLOIT_SHARDS (default: the GPU count; 0: no such jobs), SHARED
 # (shared_gpu.py's options; empty: no shared-GPU job), DIAG (which diagnostic jobs, of
-# "memdiag phases window" (the default) and "noise"; empty: none), EXPLOITS_FIRST (non-empty:
-# the exploit shards before the corpus's), TESTS (pytest options of a last job, `pytest -m gpu`).
+# "memdiag phases window" (the default), "noise", "forge" and "waitvalue"; empty: none),
+# CORPUS_OPTS (compare_gpu.py options added to every corpus job, e.g. --only NAME...),
+# EXPLOITS_FIRST (non-empty: the exploit shards before the corpus's), TESTS (pytest options of
+# a last job, `pytest -m gpu`).
 # Measured on 4x H200 (third session of 2026-11-27): width 1 of 10 problems x 2 candidates
 # took 471 s, the corpus's 47 pairs 196-369 s a shard of 4, the shared-GPU job 441 s, an
 # exploit shard of 11 cases 130-210 s: a width 1 and the queue do not fit one 25-minute run.
@@ -68,7 +70,7 @@ tasks=()
 [ -n "${SHARED-x}" ] && tasks+=("shared ${SHARED:---problems 3 --only conv3x3_relu conv_bn_relu_eval gemm_bias_silu --phases idle,busy}")
 corpus_jobs=() exploit_jobs=()
 for k in $(seq 1 "$cs"); do
-  corpus_jobs+=("corpus --build-root $B --builds-first --shard $k/$cs")
+  corpus_jobs+=("corpus --build-root $B --builds-first --shard $k/$cs ${CORPUS_OPTS:-}")
 done
 for k in $(seq 1 "$es"); do exploit_jobs+=("exploit-shard $k/$es"); done
 if [ -n "${EXPLOITS_FIRST:-}" ]; then tasks+=("${exploit_jobs[@]}" "${corpus_jobs[@]}")
@@ -77,6 +79,8 @@ else tasks+=("${corpus_jobs[@]}" "${exploit_jobs[@]}"); fi
 for d in ${DIAG-memdiag phases window}; do
   case "$d" in
     memdiag) tasks+=("memdiag") ;;
+    forge) tasks+=("forge") ;;
+    waitvalue) tasks+=("waitvalue") ;;
     noise) tasks+=("noise examples/relu.py benchmarks/corpus/candidates/relu_warmup_pick_method.py --repeat 3") ;;
     phases) tasks+=("phases --trials 5 --budget 2 --repeat 3 --gap 10") ;;
     window)

@@ -40,6 +40,7 @@ from cudal1_evaluator.parent.output_reader import HostOutputs
 from cudal1_evaluator.parent.timing_checks import (
     ONCE_SHARE,
     Burst,
+    honest_fill_ms,
     means,
     median_of,
     once_cost,
@@ -122,6 +123,7 @@ class Evidence:
     handoff: list[float] = field(default_factory=list)  # empty windows of the reference, ms
     round_handoff: list[float] = field(default_factory=list)  # those of the kept rounds
     once_ms: float = 0.0  # what a window of calls pays once (``alone_intercept`` only)
+    fills: dict[int, list[float]] = field(default_factory=dict)  # GPU: honest fills by sets
     in_place: dict[str, int] = field(default_factory=dict)  # outputs read in place, last window
     side_calls: dict[str, int] = field(default_factory=dict)  # each side's, once sized together
     alone_sized: list[Burst] = field(default_factory=list)  # the reference alone at that size
@@ -408,29 +410,26 @@ class Conductor:
                 "their end, was killed")
 
     def _window(self, side: str, ids: list[int]) -> Burst:
-        """One trusted window: from the fresh sets becoming visible to the runner (the
-        referee fills its slots while all of its processes are stopped, then evicts the
-        caches) to the referee's seal (every output placed and sampled by the referee). On a
-        GPU the runner's kernels could outlive its stopped process: after every candidate
-        window the GPU must be idle (``_gpu_idle``) and the sampled bytes unchanged (the
-        referee's ``check``)."""
+        """One trusted window: from the fresh sets becoming visible to the runner to the
+        referee's seal (every output placed and sampled by the referee). On a CPU the referee
+        fills the slots while all of the runner's processes are stopped (they run nothing:
+        ``_no_escape``), evicts the caches, then the clock starts. On a GPU a stopped runner's
+        queued work is not stopped: a stream waiting on a word of its slots would start when
+        the fill writes it, so the clock starts before the fill (``_fill_on_clock``). After
+        every candidate window the GPU must be idle (``_gpu_idle``) and the sampled bytes
+        unchanged (the referee's ``check``)."""
         before = self._quiet_since()
-        values = self._fill(side, ids)
-        self._ask_referee({"op": "flush"})
-        if side == "candidate":  # nothing of it ran while its inputs were being filled
-            self._no_escape(before)
-        with self.gate.window():  # this evaluation's helper threads wait meanwhile
-            started = time.perf_counter_ns()
-            copy = side == "candidate" and self.copy_outputs
-            reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy,
-                                            "account": self.ACCOUNT_LOOP})
-            at_read = self._look(side)  # on the clock, as the read is: each side pays its own
-            self.host.read(side, reply, len(ids))  # host outputs: read in by us, on the clock
-            handles, sampled = seal_words(reply.get("handles"), reply.get("where"),
-                                          sampled_calls(len(ids), self._draw))
-            sealed = self._ask_referee({"op": "seal", "runner": RUNNER[side],
-                                        "handles": handles, "sampled": sampled})
-            wall_ms = (time.perf_counter_ns() - started) / 1e6
+        if self.idle_ms is not None:
+            reply, at_read, sealed, wall_ms, copy = self._fill_on_clock(side, ids, before)
+        else:
+            values = self._fill(side, ids)
+            self._ask_referee({"op": "flush"})
+            if side == "candidate":  # nothing of it ran while its inputs were being filled
+                self._no_escape(before)
+            with self.gate.window():  # this evaluation's helper threads wait meanwhile
+                started = time.perf_counter_ns()
+                reply, at_read, sealed, copy = self._calls(side, ids, values)
+                wall_ms = (time.perf_counter_ns() - started) / 1e6
         self._window_end_us = gpu_watch.now_us()
         self.host.settle(side, copies=copy)  # where the outputs lay, judged off the clock
         if ids:
@@ -451,6 +450,44 @@ class Conductor:
             # frees for a hand-off and take them off every window)
             self._ask_runner(side, {"op": "let_go"})
         return Burst(len(ids), wall_ms, self.handoff_ms())
+
+    def _fill_on_clock(self, side: str, ids: list[int], before: CpuReading | None,
+                       ) -> tuple[Reply, CpuReading | None, Reply, float, bool]:
+        """A GPU window, its fill and cache eviction on the clock: whatever the runner's
+        queued work does once the fill starts is timed. The fill itself is credited back, at
+        most what filling as many sets costs an honest runner (the reference's fills,
+        ``honest_fill_ms``): work that slows the fill (the referee fills with kernels, which
+        take turns with another context's) is not. Returns the calls' reply, the look, the
+        seal, the wall time less the credit, and whether outputs were copied."""
+        if side == "candidate":  # before the clock: it ran nothing since its last request
+            self._no_escape(before)
+        with self.gate.window():
+            started = time.perf_counter_ns()
+            values = self._fill(side, ids)
+            fill_ms = (time.perf_counter_ns() - started) / 1e6
+            self._ask_referee({"op": "flush"})
+            reply, at_read, sealed, copy = self._calls(side, ids, values)
+            wall_ms = (time.perf_counter_ns() - started) / 1e6
+        credit = fill_ms if not ids else min(fill_ms, honest_fill_ms(self.ev.fills, len(ids)))
+        if side != "candidate":
+            self.ev.fills.setdefault(len(ids), []).append(fill_ms)
+        return reply, at_read, sealed, wall_ms - credit, copy
+
+    def _calls(self, side: str, ids: list[int], values: list[list[object]],
+               ) -> tuple[Reply, CpuReading | None, Reply, bool]:
+        """On the clock: the runner's calls on the filled slots and the referee's seal.
+        Returns the reply, the look before the host outputs were read, the seal, and whether
+        outputs were copied."""
+        copy = side == "candidate" and self.copy_outputs
+        reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy,
+                                        "account": self.ACCOUNT_LOOP})
+        at_read = self._look(side)  # on the clock, as the read is: each side pays its own
+        self.host.read(side, reply, len(ids))  # host outputs: read in by us, on the clock
+        handles, sampled = seal_words(reply.get("handles"), reply.get("where"),
+                                      sampled_calls(len(ids), self._draw))
+        sealed = self._ask_referee({"op": "seal", "runner": RUNNER[side],
+                                    "handles": handles, "sampled": sampled})
+        return reply, at_read, sealed, copy
 
     def _look(self, side: str) -> CpuReading | None:
         """A runner's processes at rest as its host outputs are about to be read (stopped since

@@ -63,6 +63,21 @@ def once_cost(calls: int, short: int, walls: list[tuple[float, float, float]]) -
     return min(max(0.0, bound), ONCE_MOST_MS)
 
 
+def honest_fill_ms(fills: dict[int, list[float]], calls: int) -> float:
+    """What filling ``calls`` sets costs a runner that runs nothing meanwhile: the median of
+    the honest runners' fills of as many sets (the reference's, timed by the parent), else
+    the line from their empty fills to their fills of the nearest number of sets; 0 with
+    none yet (nothing is credited)."""
+    if fills.get(calls):
+        return statistics.median(fills[calls])
+    known = [k for k in fills if k > 0 and fills[k]]
+    if not known:
+        return 0.0
+    nearest = min(known, key=lambda k: (abs(k - calls), k))
+    base = statistics.median(fills[0]) if fills.get(0) else 0.0
+    return max(0.0, base + (statistics.median(fills[nearest]) - base) * calls / nearest)
+
+
 def means(bursts: list[Burst]) -> list[float]:
     return [b.mean_ms() for b in bursts if b.calls > 0]
 

@@ -13,6 +13,7 @@ tolerance. Its seal closes the parent's timed window: outputs count once it hold
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import statistics
 import time
@@ -66,6 +67,7 @@ from cudal1_evaluator.wire.tensor_exchange import (
     arena_bytes,
     export,
     export_tensor,
+    poison_value,
     poisoned_like,
 )
 
@@ -127,18 +129,57 @@ class Pool:
         plain: list[Any] = []
         for buf, value in zip(self.inputs[slot], values, strict=True):
             if isinstance(buf, torch.Tensor) and isinstance(value, torch.Tensor):
-                buf.copy_(value)
+                copy_by_kernel(buf, value)
                 plain.append(None)
             else:
                 plain.append(value)
         for out in self.outputs[slot]:
-            out.copy_(poisoned_like(out))
+            out.fill_(poison_value(out.dtype))
         return plain
 
     def remove(self) -> None:
         """The exchange files go (device memory stays: ``Referee.close``)."""
         for name in self.files:
             Path(name).unlink(missing_ok=True)
+
+
+def copy_by_kernel(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """``dst`` ← ``src`` bit for bit. On a GPU by an elementwise kernel, never by the copy
+    engines (where torch's ``copy_`` of two dense tensors of one layout goes): a copy engine
+    runs beside another process's kernels, a kernel takes turns with them, so a runner's work
+    started by a fill slows the fill, which the window then counts (``conduct``)."""
+    if dst.device.type != "cuda" or not copy_words(dst, src):
+        dst.copy_(src)  # on a GPU only where layouts differ: then torch copies by a kernel
+
+
+def copy_words(dst: torch.Tensor, src: torch.Tensor) -> bool:
+    """``dst`` ← ``src`` as integer words by an elementwise kernel, where both are dense runs
+    of one dtype and layout; False (nothing done) otherwise."""
+    if dst.numel() == 0 or dst.dtype != src.dtype or dst.stride() != src.stride() or \
+            dst.shape != src.shape:
+        return False
+    a, b = _words(dst), _words(src)
+    if a is None or b is None or a.dtype != b.dtype:
+        return False
+    torch.bitwise_or(b, 0, out=a)
+    return True
+
+
+def _words(t: torch.Tensor) -> torch.Tensor | None:
+    """A dense tensor's memory as one run of the widest integers it divides into (None when
+    its elements do not lie in one dense run)."""
+    dims = sorted((st, n) for st, n in zip(t.stride(), t.shape, strict=True) if n > 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return None
+        expected *= size
+    run = torch.as_strided(t, (t.numel(),), (1,)).view(torch.uint8)
+    for dtype in (torch.int64, torch.int32, torch.int16):
+        if run.numel() % dtype.itemsize == 0 and run.data_ptr() % dtype.itemsize == 0:
+            with contextlib.suppress(RuntimeError):
+                return run.view(dtype)
+    return run
 
 
 class InputSet:

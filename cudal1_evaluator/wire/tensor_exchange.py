@@ -154,16 +154,20 @@ def _open_cuda(desc: SharedCuda, dtype: torch.dtype, shape: list[int],
     return mapped[offset:offset + nbytes].view(dtype).view(shape)
 
 
+def poison_value(dtype: torch.dtype) -> float | int | bool:
+    """NaN, or the largest value for integers (True for bools)."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan")
+    if dtype == torch.bool:
+        return True
+    return int(torch.iinfo(dtype).max)
+
+
 def poisoned_like(value: torch.Tensor) -> torch.Tensor:
     """A buffer of ``value``'s shape and dtype full of NaN (max for integers): an output buffer
     the worker never writes compares unequal."""
-    if value.dtype.is_floating_point or value.dtype.is_complex:
-        fill: float | int | bool = float("nan")
-    elif value.dtype == torch.bool:
-        fill = True
-    else:
-        fill = int(torch.iinfo(value.dtype).max)
-    return torch.full_like(value, fill, memory_format=torch.contiguous_format)
+    return torch.full_like(value, poison_value(value.dtype),
+                           memory_format=torch.contiguous_format)
 
 
 def copyable(t: object, buf: torch.Tensor) -> bool:
