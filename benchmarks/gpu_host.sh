@@ -17,8 +17,9 @@
 # (shared_gpu.py's options; empty: no shared-GPU job), DIAG (which diagnostic jobs, of
 # "memdiag phases window" (the default), "noise", "forge" and "waitvalue"; empty: none),
 # CORPUS_OPTS (compare_gpu.py options added to every corpus job, e.g. --only NAME...),
-# EXPLOITS_FIRST (non-empty: the exploit shards before the corpus's), TESTS (pytest options of
-# a last job, `pytest -m gpu`).
+# EXPLOITS_FIRST (non-empty: the exploit shards before the corpus's), EXPLOIT_CASES (names: one
+# exploit job of those cases instead of the shards), TESTS (pytest options of a last job,
+# `pytest -m gpu`, which sees every GPU, its own first).
 # Measured on 4x H200 (third session of 2026-11-27): width 1 of 10 problems x 2 candidates
 # took 471 s, the corpus's 47 pairs 196-369 s a shard of 4, the shared-GPU job 441 s, an
 # exploit shard of 11 cases 130-210 s: a width 1 and the queue do not fit one 25-minute run.
@@ -72,7 +73,8 @@ corpus_jobs=() exploit_jobs=()
 for k in $(seq 1 "$cs"); do
   corpus_jobs+=("corpus --build-root $B --builds-first --shard $k/$cs ${CORPUS_OPTS:-}")
 done
-for k in $(seq 1 "$es"); do exploit_jobs+=("exploit-shard $k/$es"); done
+if [ -n "${EXPLOIT_CASES:-}" ]; then exploit_jobs+=("exploits $EXPLOIT_CASES")
+else for k in $(seq 1 "$es"); do exploit_jobs+=("exploit-shard $k/$es"); done; fi
 if [ -n "${EXPLOITS_FIRST:-}" ]; then tasks+=("${exploit_jobs[@]}" "${corpus_jobs[@]}")
 else tasks+=("${corpus_jobs[@]}" "${exploit_jobs[@]}"); fi
 [ -n "${TESTS:-}" ] && tasks+=("tests $TESTS")
@@ -99,8 +101,11 @@ worker() {
     if [ "$(left 60)" -lt 60 ]; then log "gpu $gpu: no time left for: ${tasks[$n]}"; continue; fi
     log "gpu $gpu: job $n: ${tasks[$n]}"
     mkdir -p "$OUT/q/j$n"
+    local visible=$gpu  # the tests see every GPU, theirs first (the two-GPU tests)
+    [ "${tasks[$n]%% *}" = tests ] && visible=$(seq 0 $(( gpus - 1 )) | grep -vx "$gpu" \
+      | paste -sd, | sed "s/^/$gpu,/; s/,$//")
     # shellcheck disable=SC2086  # a job's words are its step and options
-    CUDA_VISIBLE_DEVICES=$gpu OUT=$OUT/q/j$n CALL_S=$(left 15) RESERVE_S=15 \
+    CUDA_VISIBLE_DEVICES=$visible OUT=$OUT/q/j$n CALL_S=$(left 15) RESERVE_S=15 \
       bash benchmarks/gpu_session.sh ${tasks[$n]} > "$OUT/q/j$n/session.log" 2>&1
     log "gpu $gpu: job $n ended, exit $?"
   done
