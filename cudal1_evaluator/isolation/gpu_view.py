@@ -149,20 +149,23 @@ def view_for(device: str, *, env: Mapping[str, str] | None = None,
     index = int(device.partition(":")[2] or 0)
     visible = env.get("CUDA_VISIBLE_DEVICES", "")
     key = (index, visible, env.get("CUDA_DEVICE_ORDER", ""))
-    if key not in _cache:
-        _cache[key] = _make(index, env, nodes, uuid_of, proc_gpus)
-    return _cache[key]
+    if key in _cache:
+        return _cache[key]
+    if "mig-" in visible.lower():
+        found: tuple[GpuView | None, str] = (
+            None, "MIG instances named in CUDA_VISIBLE_DEVICES: the host's other GPUs stay "
+                  "reachable")
+    else:
+        try:
+            uuid = uuid_of(index, env)
+        except RuntimeError as exc:  # not kept: the next child asks again
+            return None, f"{exc}: the host's other GPUs stay reachable"
+        found = _make(uuid, nodes, proc_gpus)
+    _cache[key] = found
+    return found
 
 
-def _make(index: int, env: Mapping[str, str], nodes: dict[int, str], uuid_of: UuidOf,
-          proc_gpus: Path) -> tuple[GpuView | None, str]:
-    if "mig-" in env.get("CUDA_VISIBLE_DEVICES", "").lower():
-        return None, "MIG instances named in CUDA_VISIBLE_DEVICES: the host's other GPUs stay " \
-                     "reachable"
-    try:
-        uuid = uuid_of(index, env)
-    except RuntimeError as exc:
-        return None, f"{exc}: the host's other GPUs stay reachable"
+def _make(uuid: str, nodes: dict[int, str], proc_gpus: Path) -> tuple[GpuView | None, str]:
     minor = driver_minors(proc_gpus).get(uuid)
     if minor is None or minor not in nodes:
         return None, f"no node of {uuid} in the driver's list: the host's other GPUs stay " \

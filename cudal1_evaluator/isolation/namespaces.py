@@ -208,7 +208,7 @@ def enter(plan: dict[str, list[str]]) -> Entered:
         mounts = _Mount()
     except (KeyError, OSError, AttributeError) as exc:
         done.missing[LAYER] = f"no mount syscalls here ({platform.machine()}: {exc})"
-        return done
+        return _gpus_left(plan, done, done.missing[LAYER])
     cgroup_ns = _namespace_id("cgroup")
     entered, why = _unshare(mounts.libc, plan.get("ipc") == ["own"],
                             plan.get("cgroupns") == ["own"])
@@ -219,7 +219,7 @@ def enter(plan: dict[str, list[str]]) -> Entered:
             "not made: the owner of the cgroups may move a process out of the child's")
     if not entered:
         done.missing[LAYER] = why
-        return done
+        return _gpus_left(plan, done, why)
     trees: list[tuple[str, bool, int]] = []
     serve: dict[str, int] = {}
     try:
@@ -233,11 +233,19 @@ def enter(plan: dict[str, list[str]]) -> Entered:
     except OSError as exc:  # nothing is hidden yet: PID 1 all the same, the view unchanged
         done.missing["private mounts"] = str(exc)
         _fork({}, [], -1)
-        return done
+        return _gpus_left(plan, done, str(exc))
     _fork(serve, trees, _owner(plan))
     _private_view(mounts, hide, set(plan.get("roomy", [])), trees, done)
     _hide_other_gpus(mounts, plan, done)
     _become_init(plan.get("control") or [], done)
+    return done
+
+
+def _gpus_left(plan: dict[str, list[str]], done: Entered, why: str) -> Entered:
+    """No private view: the host's other GPUs, which the plan would have covered, stay."""
+    if plan.get("gpu_nodes") or plan.get("gpu_why"):
+        done.missing[gpu_view.LAYER] = (plan.get("gpu_why") or [
+            f"the host's other GPUs stay reachable: no private mounts ({why})"])[0]
     return done
 
 

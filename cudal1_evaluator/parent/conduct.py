@@ -231,11 +231,11 @@ def _agree(bursts: list[Burst], handoff_ms: float) -> bool:
 
 def window_bytes(device: str, free: int) -> int:
     """What one window's fresh sets may take, counted once (the referee keeps each set and its
-    reference output, fills a slot with it, and each runner holds its outputs: about six
-    times that in all): a sixth of the free device memory, at least 1 GiB."""
+    reference output, stages it, fills a slot with it, and each runner holds its outputs:
+    about seven times that in all): a seventh of the free device memory, at least 1 GiB."""
     if not device.startswith("cuda"):
         return WINDOW_BYTES["cpu"]
-    return max(WINDOW_BYTES["cuda"], free // 6)
+    return max(WINDOW_BYTES["cuda"], free // 7)
 
 
 def _at_rest(running: Running, poll_s: float) -> CpuReading | None:
@@ -380,8 +380,11 @@ class Conductor:
     def _release(self, ids: list[int]) -> None:
         self._ask_referee({"op": "release", "sets": ids})
 
-    def _fill(self, side: str, ids: list[int]) -> list[list[object]]:
-        reply = self._ask_referee({"op": "fill", "runner": RUNNER[side], "sets": ids})
+    def _fill(self, side: str, ids: list[int], flush: bool = False) -> list[list[object]]:
+        """The sets into the runner's slots; ``flush``: the caches evicted after, in the same
+        request (the GPU window's one hand-off to the referee before its calls)."""
+        reply = self._ask_referee({"op": "fill", "runner": RUNNER[side], "sets": ids,
+                                   "flush": flush})
         return cast(list[list[object]], reply["values"])  # the trusted referee's reply
 
     def _attach(self, side: str, calls: int) -> None:
@@ -454,18 +457,26 @@ class Conductor:
     def _fill_on_clock(self, side: str, ids: list[int], before: CpuReading | None,
                        ) -> tuple[Reply, CpuReading | None, Reply, float, bool]:
         """A GPU window, its fill and cache eviction on the clock: whatever the runner's
-        queued work does once the fill starts is timed. The fill itself is credited back, at
-        most what filling as many sets costs an honest runner (the reference's fills,
-        ``honest_fill_ms``): work that slows the fill (the referee fills with kernels, which
-        take turns with another context's) is not. Returns the calls' reply, the look, the
-        seal, the wall time less the credit, and whether outputs were copied."""
+        queued work does once the fill starts is timed. The sets are staged before the clock
+        in the referee's own memory, so the fill is one kernel's copy (no launch gaps where
+        other work could run unseen), then the caches are evicted, in one request. It is
+        credited back at most as much as an honest runner's fill of as many sets
+        (``honest_fill_ms``): work that slows it (kernels take turns with another context's)
+        is not. The runner's processes, stopped throughout, are then read at rest, on the
+        clock for every side: a candidate that resumed itself during the fill is caught.
+        Returns the calls' reply, the look, the seal, the wall time less the credit, and
+        whether outputs were copied."""
+        self._ask_referee({"op": "stage", "runner": RUNNER[side], "sets": ids})
         if side == "candidate":  # before the clock: it ran nothing since its last request
             self._no_escape(before)
+        running = self.runners[side]
         with self.gate.window():
             started = time.perf_counter_ns()
-            values = self._fill(side, ids)
+            values = self._fill(side, ids, flush=True)
             fill_ms = (time.perf_counter_ns() - started) / 1e6
-            self._ask_referee({"op": "flush"})
+            settled = _at_rest(running, LOOK_POLL_S)  # both sides pay it, as for ``_look``
+            if side == "candidate":
+                self._no_escape(before, settled)
             reply, at_read, sealed, copy = self._calls(side, ids, values)
             wall_ms = (time.perf_counter_ns() - started) / 1e6
         credit = fill_ms if not ids else min(fill_ms, honest_fill_ms(self.ev.fills, len(ids)))

@@ -107,6 +107,12 @@ def discard_all() -> None:
         child.discard()
 
 
+def idle_modes() -> list[str]:
+    """The modes of the live warm children, sorted (a diagnostic)."""
+    with _lock:
+        return sorted(c.mode for c in _idle.values() if c.alive())
+
+
 def count() -> int:
     with _lock:
         return sum(1 for c in _idle.values() if c.alive())

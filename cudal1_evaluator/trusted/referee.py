@@ -114,6 +114,7 @@ class Pool:
             assert arena is not None  # arena_size gives a size wherever there was none
             self.arena = arena
             self.arena.restart()
+        self.ends: list[int] = []  # the arena's bytes in use up to the end of each slot
         for _ in range(calls):
             pairs = [export(x, xdir, dev, self.arena) for x in inputs]
             outs = [export_tensor(poisoned_like(t), out_dir or xdir, dev, self.arena)
@@ -122,6 +123,8 @@ class Pool:
             self.outputs.append([o[0] for o in outs])
             self.descs.append({"inputs": [p[1] for p in pairs], "outputs": [o[1] for o in outs]})
             self.files += [d[1]["path"] for d in pairs + outs if d[1]["kind"] == "file"]
+            self.ends.append(self.arena.used if self.arena is not None else 0)
+        self.stage = Staging(self) if self.arena is not None else None
 
     def fill(self, slot: int, values: list[Any]) -> list[Any]:
         """The set's values into the slot, its outputs poisoned; the non-tensor values (the
@@ -136,6 +139,12 @@ class Pool:
         for out in self.outputs[slot]:
             out.fill_(poison_value(out.dtype))
         return plain
+
+    def fill_staged(self, count: int) -> None:
+        """The first ``count`` slots, staged already (``Staging``), into the arena at once."""
+        if count and self.stage is not None and self.arena is not None:
+            end = self.ends[count - 1]
+            copy_by_kernel(self.arena.bytes[:end], self.stage.bytes[:end])
 
     def remove(self) -> None:
         """The exchange files go (device memory stays: ``Referee.close``)."""
@@ -156,8 +165,9 @@ def copy_words(dst: torch.Tensor, src: torch.Tensor) -> bool:
     """``dst`` ← ``src`` as integer words by an elementwise kernel, where both are dense runs
     of one dtype and layout; False (nothing done) otherwise."""
     if dst.numel() == 0 or dst.dtype != src.dtype or dst.stride() != src.stride() or \
-            dst.shape != src.shape:
-        return False
+            dst.shape != src.shape or src.is_conj() or src.is_neg() or dst.is_conj() or \
+            dst.is_neg():
+        return False  # a conjugate or negative view's bits are not its values
     a, b = _words(dst), _words(src)
     if a is None or b is None or a.dtype != b.dtype:
         return False
@@ -174,12 +184,52 @@ def _words(t: torch.Tensor) -> torch.Tensor | None:
         if stride != expected:
             return None
         expected *= size
-    run = torch.as_strided(t, (t.numel(),), (1,)).view(torch.uint8)
+    try:
+        run = torch.as_strided(t, (t.numel(),), (1,)).view(torch.uint8)
+    except RuntimeError:
+        return None
     for dtype in (torch.int64, torch.int32, torch.int16):
         if run.numel() % dtype.itemsize == 0 and run.data_ptr() % dtype.itemsize == 0:
             with contextlib.suppress(RuntimeError):
                 return run.view(dtype)
     return run
+
+
+class Staging:
+    """A GPU pool's slots laid out as in its arena, in the referee's own memory (no runner can
+    map it): a window's sets and poisoned outputs are written here before the clock, and the
+    fill on the clock is one kernel's copy of the whole span (``Pool.fill_staged``), whose
+    time hangs on no launch per buffer."""
+
+    def __init__(self, pool: Pool) -> None:
+        assert pool.arena is not None
+        base = pool.arena.ptr
+        self.bytes = torch.empty(pool.arena.used, dtype=torch.uint8,
+                                 device=pool.arena.bytes.device)
+
+        def mirror(t: torch.Tensor) -> torch.Tensor:
+            start = t.data_ptr() - base
+            nbytes = t.numel() * t.element_size()
+            return self.bytes[start:start + nbytes].view(t.dtype).view(t.shape)
+        self.inputs = [[mirror(t) if isinstance(t, torch.Tensor) else t for t in slot]
+                       for slot in pool.inputs]
+        self.outputs = [[mirror(t) for t in slot] for slot in pool.outputs]
+        self.sets: list[int] = []  # staged, in slot order
+        self.plain: list[list[Any]] = []  # their non-tensor values, as ``put`` gave them
+
+    def put(self, slot: int, values: list[Any]) -> list[Any]:
+        """The set's values into the slot's staged buffers, its outputs poisoned; the
+        non-tensor values (the runner takes those from the request)."""
+        plain: list[Any] = []
+        for buf, value in zip(self.inputs[slot], values, strict=True):
+            if isinstance(buf, torch.Tensor) and isinstance(value, torch.Tensor):
+                buf.copy_(value)
+                plain.append(None)
+            else:
+                plain.append(value)
+        for out in self.outputs[slot]:
+            out.fill_(poison_value(out.dtype))
+        return plain
 
 
 class InputSet:
@@ -282,12 +332,31 @@ class Referee:
         self.h.clock.sync()
         return {}
 
+    def stage(self, msg: Fill) -> Filled:
+        """A GPU runner's next sets written where no runner can map them, in its slots'
+        layout (``Staging``), before the window's clock starts; its ``fill`` copies them."""
+        pool = self.pools[int(msg["runner"])]
+        ids = [int(i) for i in msg["sets"]]
+        if pool.stage is None:
+            return {"values": []}
+        plain = [pool.stage.put(j, self.sets[sid].original) for j, sid in enumerate(ids)]
+        pool.stage.sets, pool.stage.plain = ids, plain
+        self.h.clock.sync()
+        return {"values": plain}
+
     def fill(self, msg: Fill) -> Filled:
-        """Sets into a runner's slots, in order (a set may fill several slots)."""
+        """Sets into a runner's slots, in order (a set may fill several slots): the staged
+        ones at once, else slot by slot."""
         runner, pool = int(msg["runner"]), self.pools[int(msg["runner"])]
         ids = [int(i) for i in msg["sets"]]
-        plain = [pool.fill(j, self.sets[sid].original) for j, sid in enumerate(ids)]
+        if pool.stage is not None and pool.stage.sets == ids:
+            pool.fill_staged(len(ids))
+            plain = pool.stage.plain
+        else:
+            plain = [pool.fill(j, self.sets[sid].original) for j, sid in enumerate(ids)]
         self.filled[runner] = ids
+        if msg.get("flush"):
+            self.h.clock.flush()
         self.h.clock.sync()
         return {"values": plain}
 
@@ -428,9 +497,9 @@ def run(job: Job, peer: Peer) -> WorkerReport:
 
     handlers: dict[str, Handler] = {
         "init": referee.init, "pool": referee.pool, "prepare": referee.prepare,
-        "fill": referee.fill, "expect": referee.expect, "flush": referee.flush,
-        "seal": referee.seal, "place": referee.place, "check": referee.check,
-        "release": referee.release, "idle": referee.idle}
+        "stage": referee.stage, "fill": referee.fill, "expect": referee.expect,
+        "flush": referee.flush, "seal": referee.seal, "place": referee.place,
+        "check": referee.check, "release": referee.release, "idle": referee.idle}
     try:
         serve(peer, handlers, on_error)
     finally:

@@ -232,6 +232,11 @@ class Arena:
         self.handle = bytes(made)
         self.bytes = torch.as_tensor(_ArrayInterface(self.ptr, self.size), device=device)
 
+    @property
+    def used(self) -> int:
+        """Bytes handed out since the last ``restart`` (a multiple of ``ALIGN``)."""
+        return self._next
+
     def restart(self) -> None:
         """Hand out from the start again (a new pool of the same runner: its old views are
         dropped, and every buffer is filled or poisoned before a runner's next call)."""

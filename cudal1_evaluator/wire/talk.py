@@ -9,7 +9,10 @@ Requests to the referee (trusted, never loads candidate code, times nothing):
     init {init_seed, probe_seed}           -> {device, versions, tolerance, outputs, set_bytes}
     pool {runner, calls, xdir}             -> {slots: [{inputs, outputs}]}  (made once)
     prepare {sets: [{id, seed}]}           -> {}   (fresh input sets, kept by the referee)
-    fill {runner, sets}                    -> {values}  (sets into the runner's slots, in order)
+    stage {runner, sets}                   -> {values}  (GPU: the sets laid out as its slots,
+                                              in the referee's own memory, before the clock)
+    fill {runner, sets, flush?}            -> {values}  (sets into the runner's slots, in order:
+                                              the staged ones in one copy; then the flush)
     flush {}                               -> {}   (caches evicted before a window)
     seal {runner, handles, sampled}        -> {in_place, copied, map_error, mapped}  (the
                                               drawn calls' outputs sampled: window closed)

@@ -131,9 +131,10 @@ class PoolSlots(TypedDict):
 
 
 class Fill(TypedDict):
-    op: Literal["fill"]
+    op: Literal["fill", "stage"]
     runner: int
     sets: list[int]  # set of slot J
+    flush: NotRequired[bool]  # the caches evicted after the fill, in the same request
 
 
 class Filled(TypedDict):

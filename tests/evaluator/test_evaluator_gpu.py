@@ -202,7 +202,7 @@ def test_a_candidate_on_the_second_gpu_sees_that_gpu_alone(build_dir: Path) -> N
     """On a host of several GPUs a candidate's process, and a process it starts without
     ``CUDA_VISIBLE_DEVICES``, see one GPU: the job's (round 22, ``isolation.gpu_view``)."""
     result = evaluate(gpu_job(ONE_GPU_SEEN, build_dir, device="cuda:1"))
-    print(result.status, result.message, [(f.code, f.message) for f in result.flags])
+    print(result.status, result.message, [(f.code, f.reason) for f in result.flags])
     assert result.status == "ok", result.message
     assert result.speedup is not None and result.speedup > 10
 
@@ -284,7 +284,7 @@ def test_the_profiler_pass_runs_in_its_own_warm_child(build_dir: Path) -> None:
     warm.discard_all()
     first = evaluate(gpu_job(cuda_candidate("0"), build_dir, strict_threshold=1e9))
     assert first.status == "ok", first.message
-    assert warm.count() == 3  # a run, a referee and a profile child, started after it
+    assert "profile" in warm.idle_modes(), warm.idle_modes()  # started after it
     time.sleep(10.0)  # the model writing the next candidate: the profile child starts CUPTI
     again = evaluate(gpu_job(cuda_candidate("0"), build_dir, strict_threshold=1e9))
     print("with the profile child:", again.wall_time_s, "s;", again.profile)

@@ -187,15 +187,29 @@ def test_shared_files_round_trip(tmp_path: Path) -> None:
     assert open_shared(export(7, tmp_path, torch.device("cpu"))[1], torch.device("cpu")) == 7
 
 
+def _own_ipc_namespace() -> None:
+    """In a child before exec: an IPC namespace of its own (System V memory, queues)."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).unshare(0x08000000) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWIPC)")
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_cuda_ipc_round_trip_across_processes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("own_ipc", [False, True], ids=["host-ipc", "own-ipc-namespace"])
+def test_cuda_ipc_round_trip_across_processes(tmp_path: Path, own_ipc: bool) -> None:
     """Two tensors in one arena reach another process through one driver handle; it maps the
     arena and nothing more (not the referee's other memory), and no file appears in
-    ``/dev/shm`` (the runner's is an empty cover)."""
+    ``/dev/shm`` (the runner's is an empty cover). ``own-ipc-namespace``: the opener in an
+    IPC namespace of its own, as CUDA runners are not yet (round 23: System V memory is a
+    channel between lanes), to learn whether driver IPC crosses it."""
     import json
     import subprocess
     import sys
+
+    if own_ipc and os.geteuid() != 0:
+        pytest.skip("an IPC namespace needs root here")
 
     from cudal1_evaluator.wire.cuda_ipc import Arena
     from cudal1_evaluator.wire.tensor_exchange import arena_bytes
@@ -218,7 +232,8 @@ def test_cuda_ipc_round_trip_across_processes(tmp_path: Path) -> None:
             " [s.bytes.numel() for s in m]); t.mul_(2); torch.cuda.synchronize()")
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code, json.dumps([desc, desc2])], cwd=root,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120,
+                         preexec_fn=_own_ipc_namespace if own_ipc else None)
     assert out.returncode == 0, out.stderr[-2000:]
     total, ones, opened, sizes = out.stdout.strip().split(" ", 3)
     assert (float(total), int(ones), int(opened)) == (66.0, 5, 1)
@@ -297,11 +312,11 @@ def test_each_child_runs_alone_while_the_other_serves_a_request(tmp_path: Path) 
 
 def test_windows_hold_enough_calls_that_the_hand_off_is_small() -> None:
     """A 1 ms call with a 10 ms hand-off: 100 calls keep the hand-off at a tenth of the work;
-    the memory a window's sets may take caps it (a sixth of the free memory, at least 1 GiB);
+    the memory a window's sets may take caps it (a seventh of the free memory, at least 1 GiB);
     never fewer than four calls."""
     from cudal1_evaluator.parent.conduct import MIN_CALLS, calls_for
 
-    roomy, tight = {"free_bytes": 60 << 30}, {"free_bytes": 0}
+    roomy, tight = {"free_bytes": 70 << 30}, {"free_bytes": 0}
     assert calls_for(1.0, 10.0, 1 << 20, roomy, "cuda") == 100
     assert calls_for(1.0, 10.0, 1 << 27, tight, "cuda") == 8  # 8 sets of 128 MiB in 1 GiB
     assert calls_for(1.0, 10.0, 1 << 30, tight, "cuda") == MIN_CALLS
@@ -609,3 +624,27 @@ def test_the_referee_makes_no_file_through_an_exchange_dir_swapped_for_a_link(
     assert list(elsewhere.iterdir()) == []
     shared, desc = export(value, own / "real", torch.device("cpu"))
     assert torch.equal(shared, value) and Path(str(desc["path"])).parent == own / "real"  # type: ignore[index]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_staged_fill_writes_what_a_slot_by_slot_fill_writes(tmp_path: Path) -> None:
+    """The GPU fill on the clock is one copy of sets staged before it (``referee.Staging``):
+    the arena then holds, bit for bit, what filling slot by slot gives, outputs poisoned."""
+    from cudal1_evaluator.trusted.referee import Pool
+
+    dev = torch.device("cuda")
+    probe = [torch.randn(3, 5, device=dev), 7, torch.randint(0, 9, (11,), device=dev)]
+    outs = [torch.zeros(4, 4, device=dev)]
+    sets = [[torch.randn(3, 5, device=dev), 7, torch.randint(0, 9, (11,), device=dev)]
+            for _ in range(3)]
+    staged = Pool(probe, outs, 3, tmp_path, dev)
+    plain = [staged.stage.put(j, s) for j, s in enumerate(sets)] if staged.stage else []
+    staged.fill_staged(3)
+    by_slot = Pool(probe, outs, 3, tmp_path, dev)
+    assert plain == [by_slot.fill(j, s) for j, s in enumerate(sets)] == [[None, 7, None]] * 3
+    torch.cuda.synchronize()
+    assert staged.arena is not None and by_slot.arena is not None
+    end = staged.ends[-1]
+    assert torch.equal(staged.arena.bytes[:end], by_slot.arena.bytes[:end])
+    assert torch.isnan(staged.outputs[2][0]).all()

@@ -47,3 +47,11 @@ def test_the_honest_fill_of_as_many_sets_else_the_line_from_the_empty_fills() ->
     assert honest_fill_ms(fills, 8) == pytest.approx(0.2 + 1.8 / 2)
     assert honest_fill_ms({0: [0.2]}, 8) == 0.0  # no honest fill of any sets yet: no credit
     assert honest_fill_ms({}, 8) == 0.0
+
+
+def test_conjugate_and_negative_views_are_left_to_torch() -> None:
+    """A conjugate or negative view's bits are not its values (torch resolves them in
+    ``copy_``): never copied as words."""
+    z = torch.randn(4, dtype=torch.complex64)
+    assert not copy_words(torch.empty_like(z), z.conj())
+    assert not copy_words(torch.empty_like(z), torch._neg_view(z))

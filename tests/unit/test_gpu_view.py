@@ -78,10 +78,12 @@ def test_nothing_to_hide_with_one_gpu_node_or_on_the_cpu(tmp_path: Path) -> None
 
 
 def test_a_view_that_cannot_be_made_says_why(tmp_path: Path) -> None:
-    _, failing = _asked("")
-    view, why = gpu_view.view_for("cuda", env={}, uuid_of=failing, nodes=NODES,
-                                  proc_gpus=_proc(tmp_path))
-    assert view is None and "error 100" in why and "stay reachable" in why
+    asked, failing = _asked("")
+    for _ in range(2):
+        view, why = gpu_view.view_for("cuda", env={}, uuid_of=failing, nodes=NODES,
+                                      proc_gpus=_proc(tmp_path))
+        assert view is None and "error 100" in why and "stay reachable" in why
+    assert asked == [0, 0]  # a failed probe is not kept: the next child asks again
     _, unknown = _asked("GPU-ffffffff-0000-0000-0000-000000000000")
     view, why = gpu_view.view_for("cuda", env={"CUDA_VISIBLE_DEVICES": "0"}, uuid_of=unknown,
                                   nodes=NODES, proc_gpus=_proc(tmp_path))
