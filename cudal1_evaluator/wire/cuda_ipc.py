@@ -208,6 +208,17 @@ def aligned(nbytes: int) -> int:
     return max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
 
 
+OBJECT_BYTES = 2 << 20  # the driver's memory object: smaller allocations share one
+
+
+def whole_objects(nbytes: int) -> int:
+    """An arena's size in whole memory objects: an IPC handle names an object and an offset
+    into it, and the offset can be forged (round 23: a 1 MiB allocation's handle, offset by
+    1 MiB, opened the next 1 MiB allocation of the same object), so no other allocation may
+    share the arena's."""
+    return -(-max(ALIGN, nbytes) // OBJECT_BYTES) * OBJECT_BYTES
+
+
 class Arena:
     """The referee's memory for one runner's buffers: one allocation made by the driver
     (``cuMemAlloc``), handed out front to back (``take``). Its IPC handle opens exactly this
@@ -219,11 +230,12 @@ class Arena:
     def __init__(self, device: torch.device, size: int) -> None:
         lib = _bind_context(device)
         ptr = ctypes.c_uint64()
-        code = lib.cuMemAlloc_v2(ctypes.byref(ptr), max(ALIGN, size))
+        size = whole_objects(size)
+        code = lib.cuMemAlloc_v2(ctypes.byref(ptr), size)
         if code:
             raise MemoryError(f"the driver could not allocate {size} bytes on {device} "
                               f"for a runner's buffers (CUDA error {code})")
-        self.ptr, self.size, self._next = int(ptr.value), max(ALIGN, size), 0
+        self.ptr, self.size, self._next = int(ptr.value), size, 0
         made = _Handle()
         code = lib.cuIpcGetMemHandle(ctypes.byref(made), self.ptr)
         if code:

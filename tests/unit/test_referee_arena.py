@@ -34,3 +34,13 @@ def test_what_growth_keeps_stays_under_the_newest_arena() -> None:
             sizes.append(size)
             size = made
     assert sum(sizes) < size and len(sizes) <= 5
+
+
+def test_an_arena_takes_whole_memory_objects() -> None:
+    """A handle's offset can be forged (round 23), so an arena shares its driver memory
+    object with no other allocation: its size is rounded up to whole 2 MiB objects."""
+    from cudal1_evaluator.wire.cuda_ipc import OBJECT_BYTES, whole_objects
+
+    assert OBJECT_BYTES == 2 << 20
+    assert whole_objects(0) == whole_objects(1) == whole_objects(OBJECT_BYTES) == OBJECT_BYTES
+    assert whole_objects(OBJECT_BYTES + 1) == 2 * OBJECT_BYTES
