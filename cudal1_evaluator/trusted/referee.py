@@ -17,6 +17,7 @@ import contextlib
 import os
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -129,16 +130,7 @@ class Pool:
     def fill(self, slot: int, values: list[Any]) -> list[Any]:
         """The set's values into the slot, its outputs poisoned; the non-tensor values (the
         runner takes those from the request)."""
-        plain: list[Any] = []
-        for buf, value in zip(self.inputs[slot], values, strict=True):
-            if isinstance(buf, torch.Tensor) and isinstance(value, torch.Tensor):
-                copy_by_kernel(buf, value)
-                plain.append(None)
-            else:
-                plain.append(value)
-        for out in self.outputs[slot]:
-            out.fill_(poison_value(out.dtype))
-        return plain
+        return write_slot(self.inputs[slot], self.outputs[slot], values, copy_by_kernel)
 
     def fill_staged(self, count: int) -> None:
         """The first ``count`` slots, staged already (``Staging``), into the arena at once."""
@@ -150,6 +142,22 @@ class Pool:
         """The exchange files go (device memory stays: ``Referee.close``)."""
         for name in self.files:
             Path(name).unlink(missing_ok=True)
+
+
+def write_slot(inputs: list[Any], outputs: list[torch.Tensor], values: list[Any],
+               copy: Callable[[torch.Tensor, torch.Tensor], object]) -> list[Any]:
+    """A set's tensors into a slot's input buffers (by ``copy``) and its outputs poisoned;
+    returns the non-tensor values (the runner takes those from the request)."""
+    plain: list[Any] = []
+    for buf, value in zip(inputs, values, strict=True):
+        if isinstance(buf, torch.Tensor) and isinstance(value, torch.Tensor):
+            copy(buf, value)
+            plain.append(None)
+        else:
+            plain.append(value)
+    for out in outputs:
+        out.fill_(poison_value(out.dtype))
+    return plain
 
 
 def copy_by_kernel(dst: torch.Tensor, src: torch.Tensor) -> None:
@@ -220,16 +228,7 @@ class Staging:
     def put(self, slot: int, values: list[Any]) -> list[Any]:
         """The set's values into the slot's staged buffers, its outputs poisoned; the
         non-tensor values (the runner takes those from the request)."""
-        plain: list[Any] = []
-        for buf, value in zip(self.inputs[slot], values, strict=True):
-            if isinstance(buf, torch.Tensor) and isinstance(value, torch.Tensor):
-                buf.copy_(value)
-                plain.append(None)
-            else:
-                plain.append(value)
-        for out in self.outputs[slot]:
-            out.fill_(poison_value(out.dtype))
-        return plain
+        return write_slot(self.inputs[slot], self.outputs[slot], values, torch.Tensor.copy_)
 
 
 class InputSet:
