@@ -10,7 +10,8 @@
 #   throughput          a cold build, cached re-evaluations, candidates per minute
 #   latency [OPTS...]   does our clock charge candidates their host launch cost? (do_bench vs
 #                       Clock with and without its head start, a 256 MB flush, host time)
-#   tests [PYTEST...]   pytest -m gpu (e.g. --ignore=tests/exploits where the exploits step ran)
+#   tests [PYTEST...]   pytest -m gpu (e.g. --ignore=tests/exploits where the exploits step ran;
+#                       TESTS_K="a or b" selects by a -k expression)
 #   exploit-shard K/N   every Nth exploit case from the Kth (one process per GPU, below)
 #   watch               what the evaluator's watch of other GPU work sees (gpu_watch_diag.py)
 #   scaling [OPTS...]   benchmarks/scaling.py (candidates a minute over 1, 2, 4 … GPUs)
@@ -111,9 +112,10 @@ run_step() {
         | tee -a "$OUT/memory_bound_diag.log" | cut -c1-200 ;;
     diag)
       timeout "$(left 5)" python3 benchmarks/gpu_diag.py 2>&1 | tee "$OUT/gpu_diag.log" | cut -c1-400 ;;
-    tests)
-      timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ "$@" 2>&1 \
-        | tee "$OUT/gpu_tests.log" | tail -15 ;;
+    tests)  # TESTS_K: a -k expression (spaces and all: it is not split into words)
+      local select=(); [ -n "${TESTS_K:-}" ] && select=(-k "$TESTS_K")
+      timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ "$@" \
+        "${select[@]}" 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \
          "tests | diag | forge | handover | memdiag | noise | waitvalue | watch | scaling | shared | phases | window"; return 2 ;;
   esac
