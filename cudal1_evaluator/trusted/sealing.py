@@ -164,7 +164,9 @@ class Placer:
     def forget(self, keep: set[Key]) -> None:
         """Unmap allocations no live window reads (when more than a few are open)."""
         if self.mapper is not None:
-            self.mapper.trim({k[1] for k in keep if k and k[0] == "ipc"})  # type: ignore[misc]
+            keep_open = {k[1] for k in keep if k and k[0] == "ipc"}
+            for ptr in self.mapper.trim(keep_open):  # type: ignore[arg-type]
+                self.mapped_by.pop(ptr, None)  # a later mapping may land there
 
     def close(self) -> None:
         if self.mapper is not None:

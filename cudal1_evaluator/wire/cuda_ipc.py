@@ -185,10 +185,15 @@ class Mapper:
         self.last_error = ON_ANOTHER_GPU
         return False
 
-    def trim(self, keep: set[bytes]) -> None:
-        """Unmap the oldest allocations beyond ``MAX_OPEN``, never one in ``keep``."""
+    def trim(self, keep: set[bytes]) -> list[int]:
+        """Unmap the oldest allocations beyond ``MAX_OPEN``, never one in ``keep``; returns
+        where they were mapped (addresses the driver may give a later mapping)."""
+        closed = []
         for handle in [h for h in self._open if h not in keep][:max(0, len(self._open) - MAX_OPEN)]:
-            self._close(self._open.pop(handle))
+            mapped = self._open.pop(handle)
+            closed.append(mapped.ptr)
+            self._close(mapped)
+        return closed
 
     def _close(self, mapped: _Mapped) -> None:
         torch.cuda.synchronize(self.device)

@@ -44,3 +44,22 @@ def test_an_arena_takes_whole_memory_objects() -> None:
     assert OBJECT_BYTES == 2 << 20
     assert whole_objects(0) == whole_objects(1) == whole_objects(OBJECT_BYTES) == OBJECT_BYTES
     assert whole_objects(OBJECT_BYTES + 1) == 2 * OBJECT_BYTES
+
+
+def test_an_address_unmapped_is_forgotten_by_whom_it_was_mapped() -> None:
+    """Round 22: past ``MAX_OPEN`` mappings the oldest are closed, and the driver may map a
+    later allocation at a freed address; the runner it was mapped for must not stay its
+    owner there (an honest output at that address would be refused)."""
+    import torch
+
+    from cudal1_evaluator.trusted.sealing import Placer
+
+    class Trimming:
+        def trim(self, keep: set[bytes]) -> list[int]:
+            return [0x1000]
+
+    placer = Placer(torch.device("cpu"))
+    placer.mapper = Trimming()  # type: ignore[assignment]
+    placer.mapped_by = {0x1000: 1, 0x2000: 0}
+    placer.forget(set())
+    assert placer.mapped_by == {0x2000: 0}
