@@ -15,7 +15,8 @@
 # clock, default 660), WIDTHS (default 1 2 4 8, those the host has; empty: no scaling),
 # CORPUS_SHARDS and EXPLOIT_SHARDS (default: the GPU count; 0: no such jobs), SHARED
 # (shared_gpu.py's options; empty: no shared-GPU job), DIAG (which diagnostic jobs, of
-# "memdiag phases window" (the default), "noise", "forge" and "waitvalue"; empty: none),
+# "memdiag phases window" (the default), "noise", "forge", "vmmfd" and "waitvalue"; empty:
+# none),
 # CORPUS_OPTS (compare_gpu.py options added to every corpus job, e.g. --only NAME...),
 # EXPLOITS_FIRST (non-empty: the exploit shards before the corpus's), EXPLOIT_CASES (names: one
 # exploit job of those cases instead of the shards), TESTS (pytest options of a last job,
@@ -82,6 +83,7 @@ for d in ${DIAG-memdiag phases window}; do
   case "$d" in
     memdiag) tasks+=("memdiag") ;;
     forge) tasks+=("forge") ;;
+    vmmfd) tasks+=("vmmfd") ;;
     waitvalue) tasks+=("waitvalue") ;;
     noise) tasks+=("noise examples/relu.py benchmarks/corpus/candidates/relu_warmup_pick_method.py --repeat 3") ;;
     phases) tasks+=("phases --trials 5 --budget 2 --repeat 3 --gap 10") ;;

@@ -22,6 +22,8 @@
 #                       started beside the rounds, or a CUDA process starting beside them
 #   forge               can a driver IPC handle be forged from a process's own handles?
 #                       (ipc_forge_diag.py: security.md's "Forged IPC handles", tried)
+#   vmmfd               can an arena be shared as a file descriptor (VMM), across IPC namespaces?
+#                       (vmm_fd_diag.py: the root fix of security.md's "Forged IPC handles")
 #   waitvalue           can a stopped process's GPU work be released by another's write?
 #                       (waitvalue_diag.py: security.md's "GPU work waiting", tried)
 #   handover            the runner's per-call bookkeeping against a call's device time
@@ -101,6 +103,9 @@ run_step() {
     forge)
       timeout "$(left 5)" python3 benchmarks/ipc_forge_diag.py "$@" 2>&1 \
         | tee -a "$OUT/ipc_forge_diag.log" | cut -c1-200 ;;
+    vmmfd)
+      timeout "$(left 5)" python3 benchmarks/vmm_fd_diag.py "$@" 2>&1 \
+        | tee -a "$OUT/vmm_fd_diag.log" | cut -c1-200 ;;
     waitvalue)
       timeout "$(left 5)" python3 benchmarks/waitvalue_diag.py "$@" 2>&1 \
         | tee -a "$OUT/waitvalue_diag.log" | cut -c1-200 ;;
@@ -117,7 +122,7 @@ run_step() {
       timeout "$(left 10)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/ "$@" \
         "${select[@]}" 2>&1 | tee "$OUT/gpu_tests.log" | tail -15 ;;
     *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \
-         "tests | diag | forge | handover | memdiag | noise | waitvalue | watch | scaling | shared | phases | window"; return 2 ;;
+         "tests | diag | forge | handover | memdiag | noise | vmmfd | waitvalue | watch | scaling | shared | phases | window"; return 2 ;;
   esac
 }
 args=()
