@@ -78,10 +78,15 @@ def main() -> None:
     expected = a @ b
     torch.cuda.synchronize()
     idle_before = _probe_ms()
-    queue = mp.get_context("spawn").SimpleQueue()
+    queue = mp.get_context("spawn").Queue()
     child = mp.get_context("spawn").Process(target=_candidate, args=(flag, a, b, out, queue))
     child.start()
-    _tag, code, pid = queue.get()
+    try:
+        _tag, code, pid = queue.get(timeout=120)
+    except Exception:  # queue.Empty: B died or hung before queueing its work
+        child.kill()
+        raise SystemExit(f"process B queued nothing in 120 s (exit code {child.exitcode})") \
+            from None
     time.sleep(0.2)
     idle_waiting, stopped_before = _probe_ms(), _stopped(pid)
     started = time.perf_counter()
