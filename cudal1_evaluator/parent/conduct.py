@@ -467,15 +467,13 @@ class Conductor:
         Returns the calls' reply, the look, the seal, the wall time less the credit, and
         whether outputs were copied."""
         self._ask_referee({"op": "stage", "runner": RUNNER[side], "sets": ids})
-        if side == "candidate":  # before the clock: it ran nothing since its last request
-            self._no_escape(before)
         running = self.runners[side]
         with self.gate.window():
             started = time.perf_counter_ns()
             values = self._fill(side, ids, flush=True)
             fill_ms = (time.perf_counter_ns() - started) / 1e6
             settled = _at_rest(running, LOOK_POLL_S)  # both sides pay it, as for ``_look``
-            if side == "candidate":
+            if side == "candidate":  # it ran nothing from its last request to here
                 self._no_escape(before, settled)
             reply, at_read, sealed, copy = self._calls(side, ids, values)
             wall_ms = (time.perf_counter_ns() - started) / 1e6
