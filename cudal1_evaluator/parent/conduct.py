@@ -439,7 +439,7 @@ class Conductor:
             self.ev.in_place[side] = int(sealed.get("in_place") or 0)
         if side == "candidate":  # before anything untimed: no GPU work outlives the window
             quiet = self._quiet_since()  # from here on it runs nothing until its next request
-            if at_read is None and side in self.host.readers and self.runners[side].alive():
+            if at_read is None and before is not None and self.runners[side].alive():
                 self._escaped("could not be read at rest", BEHIND_READ)  # nothing to hold to
             self._no_escape(at_read, quiet, when=BEHIND_READ)
             self._gpu_idle()
@@ -499,17 +499,19 @@ class Conductor:
         return reply, at_read, sealed, copy
 
     def _look(self, side: str) -> CpuReading | None:
-        """A runner's processes at rest as its host outputs are about to be read (stopped since
-        its reply), the candidate's kept: a runner that resumes itself could otherwise finish
-        outputs while the parent reads the first ones, hiding its work behind the trusted
-        copy. At rest (every task stopped, two sweeps agreeing), as every reading it is held
-        to is: a look taken while the stop was still landing read honest runners on a loaded
-        host as having run 5 ms after it. None on a GPU. Taken on the clock for every side: a
-        runner that makes its look long (many tasks to sweep, a stop slow to land) pays for
-        that time itself, and the reference's own look comes off every window with the
-        hand-off."""
+        """A runner's processes at rest right after its reply (stopped since), the
+        candidate's kept: every span a runner spends outside a request is bracketed by two
+        readings, so one that resumes itself cannot finish outputs while the parent reads the
+        first ones, nor while the referee seals and checks them (round 24: on a GPU, where
+        the parent reads no outputs, nothing held the candidate from its reply to the reading
+        after the seal). At rest (every task stopped, two sweeps agreeing), as every reading
+        it is held to is: a look taken while the stop was still landing read honest runners
+        on a loaded host as having run 5 ms after it. Taken on the clock for every side, on
+        every device: a runner that makes its look long (many tasks to sweep, a stop slow to
+        land) pays for that time itself, and the reference's own look comes off every window
+        with the hand-off."""
         running = self.runners.get(side)
-        if side not in self.host.readers or running is None:
+        if running is None:
             return None
         reading = _at_rest(running, LOOK_POLL_S)
         return reading if side == "candidate" else None
@@ -944,12 +946,10 @@ class Conductor:
         return all(median_rel_ci(means(s)) <= self.job.stable_rel_ci for s in sides)
 
     def _round(self, keep: bool) -> None:
-        """Fresh sets and their reference outputs; each runner's window on them (its own
-        number of calls, the first sets), and an empty one, in random order; the candidate's
-        outputs checked right after its window, while it is stopped."""
+        """Each runner's window on fresh sets of its own (its own number of calls), and an
+        empty one, in random order; the candidate's outputs checked against their reference
+        outputs right after its window, while it is stopped."""
         sizes = self.sizes()
-        ids = self._new_sets(max(sizes.values()))
-        self._ask_referee({"op": "expect", "sets": ids})
         start, self._round_shared = gpu_watch.now_us(), False
         order = [*self.runners, ""]
         self._rng.shuffle(order)
@@ -960,13 +960,11 @@ class Conductor:
             if not side:
                 empty = self._window("reference", []).wall_ms
                 continue
-            bursts[side] = self._window(side, ids[:sizes[side]])
-            if side == "candidate":
-                results = self._check("candidate", ids)
+            bursts[side], checked = self._side_window(side, sizes[side])
+            results = checked if side == "candidate" else results
         if self.copy_outputs and any(r.get("reused") for r in results):
             self._copies_not_made()  # copying, outputs still share memory: no call unchecked
         retimed = any(r.get("reused") for r in results) and not self.copy_outputs
-        self._release(ids)
         claimed = False
         for side in self.runners:
             described = self._ask_runner(side, {"op": "describe"})
@@ -991,6 +989,20 @@ class Conductor:
             self.ev.handoff.append(empty)  # a dropped round's hand-off is dropped with it
             if keep:  # not the untimed first rounds (first touches, mappings)
                 self.ev.round_handoff.append(empty)
+
+    def _side_window(self, side: str, calls: int) -> tuple[Burst, list[CheckResult]]:
+        """One side's window of a round on sets made for it alone, released after it (the
+        candidate's once checked). No two sides share a set: the inputs of a window are in no
+        memory before its fill, and no other runner's outputs answer them (round 24: a
+        runner that reached the reference's arena or outputs would otherwise find its own
+        coming inputs, or their answers, there)."""
+        ids = self._new_sets(calls)
+        if side == "candidate":
+            self._ask_referee({"op": "expect", "sets": ids})
+        burst = self._window(side, ids)
+        results = self._check("candidate", ids) if side == "candidate" else []
+        self._release(ids)
+        return burst, results
 
     def _keep(self, bursts: dict[str, Burst], start: int) -> bool:
         """A round's windows kept, unless another process's kernels overlapped them (then

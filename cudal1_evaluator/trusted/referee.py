@@ -212,7 +212,9 @@ class Staging:
     def __init__(self, pool: Pool) -> None:
         assert pool.arena is not None
         base = pool.arena.ptr
-        self.bytes = torch.empty(pool.arena.used, dtype=torch.uint8,
+        # zeros: the fill copies the whole span, the padding between buffers too, and memory
+        # fresh from the referee's allocator may hold its past sets and reference outputs
+        self.bytes = torch.zeros(pool.arena.used, dtype=torch.uint8,
                                  device=pool.arena.bytes.device)
 
         def mirror(t: torch.Tensor) -> torch.Tensor:
