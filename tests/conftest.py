@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +18,17 @@ from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 # it ignore them. With a handler here, each child starts with Ctrl-C at its default.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With CUDAL1_FAILURES_NOW set, a failure's report as it happens: a GPU run's suite that
+    its time limit cuts short keeps the failures seen so far (its summary never comes)."""
+    if report.failed and os.environ.get("CUDAL1_FAILURES_NOW"):
+        sys.stderr.write(f"\n=== FAILED {report.nodeid} ({report.when})\n"
+                         f"{report.longreprtext[-6000:]}\n")
+        sys.stderr.flush()
+
 
 # Two scripted replies in the generation protocol, each with reasoning.
 REPLAY_REPLIES: tuple[Reply, ...] = (
