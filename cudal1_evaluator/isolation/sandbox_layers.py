@@ -113,9 +113,10 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     empty tmpfs (``roomy``: the temp dir and ``/dev/shm``, 64 MB; the others 1 MB); ``keep``:
     its writable dirs, bound back; ``serve``: the caches of a child
     started without its job (warm), whose per-source dir is bound once the job comes;
-    ``ipc``: its own IPC namespace, on the CPU (CUDA IPC across IPC namespaces is not yet
-    proven on a GPU host). None
-    for trusted modes and with the sandbox off. ``/dev/shm`` is covered on CUDA too: CUDA
+    ``ipc``: its own IPC namespace, CUDA or not (System V memory, semaphores and queues
+    shared with no other lane; the driver's IPC works across IPC namespaces: run of
+    2026-11-30 on an H200, ``test_cuda_ipc_round_trip_across_processes[own-ipc-namespace]``
+    and ``benchmarks/vmm_fd_diag.py``). None for trusted modes and with the sandbox off. ``/dev/shm`` is covered on CUDA too: CUDA
     buffers travel by plain driver IPC handles (``wire/cuda_ipc.py``), no file there."""
     if mode not in CANDIDATE_MODES or layers == "off":
         return None
@@ -133,7 +134,7 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     return {"hide": [os.path.realpath(p) for p in dict.fromkeys(hide)],
             "keep": [w for w in writable if w not in serve], "serve": serve,
             "roomy": [os.path.realpath(p) for p in (*temps, *shm)],
-            "read": read, "sealed": checkout, "ipc": [] if cuda else ["own"],
+            "read": read, "sealed": checkout, "ipc": ["own"],
             "owner": [str(runs_as(layers))]}
 
 
