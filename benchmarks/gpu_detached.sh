@@ -26,3 +26,6 @@ while [ $SECONDS -lt $end ] && [ ! -e "$HERE/finished" ]; do sleep 5; done
 cp "$HERE/session.log" "$HERE/out/" 2>/dev/null
 tar czf "$OUT/detached.tgz" -C "$HERE" out
 cut -c1-240 "$HERE/session.log"
+for f in "$HERE"/out/q/j*/gpu_tests.log "$HERE"/out/q/j*/exploits_*.log; do  # jobs so far
+  [ -e "$f" ] && { echo "-- $f"; grep -E "PASSED|FAILED|ERROR|^\[[0-9]" "$f" | cut -c1-200 | tail -8; }
+done

@@ -117,11 +117,12 @@ run_step() {
         | tee -a "$OUT/memory_bound_diag.log" | cut -c1-200 ;;
     diag)
       timeout "$(left 5)" python3 benchmarks/gpu_diag.py 2>&1 | tee "$OUT/gpu_diag.log" | cut -c1-400 ;;
-    tests)  # TESTS_K: a -k expression (spaces and all: it is not split into words)
+    tests)  # TESTS_K: a -k expression (spaces and all: it is not split into words);
+      # TESTS_PATHS: which files, in that order (default tests/)
       local select=(); [ -n "${TESTS_K:-}" ] && select=(-k "$TESTS_K")
       # -v and failures as they happen: a suite its time limit cuts keeps what it saw
       CUDAL1_FAILURES_NOW=1 timeout "$(left 10)" python3 -m pytest -v -p no:cacheprovider \
-        -m gpu tests/ "$@" "${select[@]}" 2>&1 | tee "$OUT/gpu_tests.log" \
+        -m gpu ${TESTS_PATHS:-tests/} "$@" "${select[@]}" 2>&1 | tee "$OUT/gpu_tests.log" \
         | grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed" | cut -c1-200 | tail -40 ;;
     *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \
          "tests | diag | forge | handover | memdiag | noise | vmmfd | waitvalue | watch | scaling | shared | phases | window"; return 2 ;;
