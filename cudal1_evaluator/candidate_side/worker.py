@@ -37,7 +37,7 @@ from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.wire.channel import WorkerChannel
 from cudal1_evaluator.wire.cuda_ipc import Exporter
 from cudal1_evaluator.wire.report import WorkerReport
-from cudal1_evaluator.wire.talk import Handler, Peer, serve
+from cudal1_evaluator.wire.talk import ARENA_FDS, Handler, Peer, serve
 from cudal1_evaluator.wire.talk_messages import (
     Attach,
     BurstRequest,
@@ -75,6 +75,7 @@ class Worker:
         self.init_seed: int | None = None  # from the parent: the referee builds Model with it
         self.timing_checked = False
         self.pool: list[tuple[list[Any], list[Any]]] = []  # the referee's buffers, per slot
+        self.peer: Peer | None = None  # the parent's socket (descriptors come with attach)
         self.away = False  # host outputs: the parent reads them here (no buffer to copy into)
         self.keep: list[Any] = []  # copies made for the parent to read, until the next request
         self.last_window: list[Any] = []  # host: the last described window's outputs, held
@@ -223,12 +224,12 @@ class Worker:
                 .expand([int(n) for n in o["shape"]]) for o in self.out_spec]
         return made[0] if self.single and len(made) == 1 else tuple(made)
 
-    def _open(self, slot: SlotDesc) -> tuple[list[Any], list[Any]]:
+    def _open(self, slot: SlotDesc, fds: list[int]) -> tuple[list[Any], list[Any]]:
         from cudal1_evaluator.wire.tensor_exchange import open_shared
 
         dev = self.h.device
-        return ([open_shared(d, dev) for d in slot["inputs"]],
-                [open_shared(d, dev) for d in slot["outputs"]])
+        return ([open_shared(d, dev, fds) for d in slot["inputs"]],
+                [open_shared(d, dev, fds) for d in slot["outputs"]])
 
     def _deliver(self, out: Any, buffers: list[Any], held: list[Any]) -> list[list[int] | None]:
         """Hold the output; say where each lies in host memory (the parent reads it), or copy
@@ -279,8 +280,15 @@ class Worker:
 
     def attach(self, msg: Attach) -> Empty:
         """Open the pool the referee exported for this runner, once (no input values in it
-        yet: the referee fills the slots before each window)."""
-        self.pool = [self._open(desc) for desc in msg["slots"]]
+        yet: the referee fills the slots before each window). On CUDA its arena's descriptor
+        came with the request: imported and mapped, then closed (``serve`` closes it too
+        where opening failed)."""
+        fds = self.peer.fds if self.peer is not None else []
+        try:
+            self.pool = [self._open(desc, fds) for desc in msg["slots"]]
+        finally:
+            if self.peer is not None:
+                self.peer.drop_fds()
         self.away = any(d.get("kind") == "away" for slot in msg["slots"] for d in slot["outputs"])
         for inputs, _outputs in self.pool:
             for value in inputs:
@@ -588,6 +596,7 @@ def run(job: Job, channel: WorkerChannel, *, peer: Peer | None = None,
     report = WorkerReport()
     started = time.monotonic()
     worker = Worker(job, channel, report)
+    worker.peer = peer
 
     def on_error(exc: BaseException) -> str:
         if not isinstance(exc, _Stop):
@@ -606,7 +615,7 @@ def run(job: Job, channel: WorkerChannel, *, peer: Peer | None = None,
                 "trial": worker.idle_after(worker.trial), "burst": worker.burst,
                 "describe": worker.idle_after(worker.describe),
                 "let_go": worker.idle_after(worker.let_go)}
-            serve(peer, handlers, on_error)
+            serve(peer, handlers, on_error, fd_ops={"attach": ARENA_FDS})
         if not report.error_kind and worker.guard is not None:
             with worker.h.no_grad():
                 worker.phase("profile", worker.profile)

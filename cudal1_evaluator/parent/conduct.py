@@ -27,7 +27,7 @@ import signal
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
@@ -50,7 +50,7 @@ from cudal1_evaluator.stats import median_rel_ci
 from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
 from cudal1_evaluator.wire.delivery import SAMPLED_CALLS, sampled_calls, seal_words
 from cudal1_evaluator.wire.report import Recheck
-from cudal1_evaluator.wire.talk import Peer, PeerGone, Reply, read_metas
+from cudal1_evaluator.wire.talk import ARENA_FDS, Peer, PeerGone, Reply, close_fds, read_metas
 from cudal1_evaluator.wire.talk_messages import (
     CheckResult,
     OutputMeta,
@@ -331,9 +331,12 @@ class Conductor:
             _signal(runner, signal.SIGSTOP)
             _signal(self.ref, signal.SIGCONT)
 
-    def _ask_referee(self, message: Mapping[str, object]) -> Reply:
+    def _ask_referee(self, message: Mapping[str, object], max_fds: int = 0) -> Reply:
+        """One request to the referee; its reply may carry at most ``max_fds`` descriptors
+        (``self.ref.peer.take_fds()``: the caller's to close)."""
         try:
-            return self.ref.peer.request(message, self.job.timeout_s, self.ref.alive)
+            return self.ref.peer.request(message, self.job.timeout_s, self.ref.alive,
+                                         max_fds=max_fds)
         except PeerGone as exc:
             self.ev.referee_error = self.ev.referee_error or str(exc)
             cut = self._shared_files_cut()
@@ -341,12 +344,15 @@ class Conductor:
                 self.ev.flags.append(Flag("shared_file_cut", cut, "reject"))
             raise
 
-    def _ask_runner(self, side: str, message: Mapping[str, object]) -> Reply:
-        """One request to a runner, run alone. After any request of the candidate's but a
-        window (whose check comes after the seal, ``_window``), the candidate is held to a
-        fresh reading once stopped (``_quiet_since``), and the GPU must be idle: kernels
-        it queued in an untimed request (a trial, ``describe``) would otherwise run beside
-        the reference's next windows, or its alone windows measured again."""
+    def _ask_runner(self, side: str, message: Mapping[str, object],
+                    fds: Sequence[int] = ()) -> Reply:
+        """One request to a runner, run alone, with ``fds`` (lent: still the caller's; a
+        runner's reply never carries one: the talk socket refuses it whole). After any request
+        of the candidate's but a window (whose check comes after the seal, ``_window``), the
+        candidate is held to a fresh reading once stopped (``_quiet_since``), and the GPU
+        must be idle: kernels it queued in an untimed request (a trial, ``describe``) would
+        otherwise run beside the reference's next windows, or its alone windows measured
+        again."""
         runner = self.runners[side]
         if side == "candidate":
             if message.get("op") != "burst":  # a window checked it right after the fill
@@ -354,7 +360,8 @@ class Conductor:
             self._quiet = None  # it runs now: the next reading is the one to hold it to
         try:
             with self._alone(runner):
-                reply = runner.peer.request(message, self.job.timeout_s, runner.alive)
+                reply = runner.peer.request(message, self.job.timeout_s, runner.alive,
+                                            fds=fds)
         except PeerGone as exc:
             if side == "candidate":
                 self.ev.protocol_error = self.ev.protocol_error or str(exc)
@@ -389,16 +396,23 @@ class Conductor:
 
     def _attach(self, side: str, calls: int) -> None:
         """The runner's pool of ``calls`` slots, made by the referee and opened by the runner
-        once, outside any window (it holds no input values until a fill)."""
+        once, outside any window (it holds no input values until a fill). On CUDA the
+        referee's reply carries the runner's arena as a file descriptor: relayed to this
+        runner, the one the pool was made for, with its attach, and closed here after."""
         runner = self.runners[side]
         worker = pidtree.namespace_worker(runner.child.proc.pid) if self.host.enabled else None
         fields = self.host.pool_fields(worker)
         reply = self._ask_referee({"op": "pool", "runner": RUNNER[side], "calls": calls,
-                                   "xdir": str(runner.xdir), **fields})
-        if side == "candidate":
-            self._shared_sizes = _file_sizes(reply["slots"])
-        slots = self.host.attached(side, worker, reply["slots"]) if fields else reply["slots"]
-        self._ask_runner(side, {"op": "attach", "slots": slots})
+                                   "xdir": str(runner.xdir), **fields}, max_fds=ARENA_FDS)
+        fds = self.ref.peer.take_fds()
+        try:
+            if side == "candidate":
+                self._shared_sizes = _file_sizes(reply["slots"])
+            slots = self.host.attached(side, worker, reply["slots"]) if fields else \
+                reply["slots"]
+            self._ask_runner(side, {"op": "attach", "slots": slots}, fds)
+        finally:
+            close_fds(fds)
 
     def _shared_files_cut(self) -> str:
         """Which of the files the referee shares with the candidate's runner are now shorter

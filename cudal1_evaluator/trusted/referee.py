@@ -2,17 +2,17 @@
 
 It never imports candidate code and never runs anything timed. It exports a pool of buffers
 per runner once (``Pool``: input slots and NaN-poisoned output slots, in that runner's own
-exchange dir or as CUDA IPC handles, ``wire.tensor_exchange``). From seeds the parent sends it
-makes each input set with the problem's own ``get_inputs`` and keeps the original; before a
-window it fills the runner's slots with fresh sets (``fill``). It computes the strict fp32
-reference outputs itself (``expect``), and after a runner's window freezes ("seals") what the
-runner left in its slots, then checks it: inputs bit-equal to the originals, outputs within
-tolerance. Its seal closes the parent's timed window: outputs count once it holds a copy.
+exchange dir, or on CUDA in its arena, sent as a file descriptor: ``wire.tensor_exchange``).
+From seeds the parent sends it makes each input set with the problem's own ``get_inputs`` and
+keeps the original; before a window it fills the runner's slots with fresh sets (``fill``).
+It computes the strict fp32 reference outputs itself (``expect``), and after a runner's window
+freezes ("seals") what the runner left in its slots, then checks it: inputs bit-equal to the
+originals, outputs within tolerance. Its seal closes the parent's timed window: outputs count
+once it holds a copy.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
 import statistics
@@ -44,7 +44,7 @@ from cudal1_evaluator.trusted.sealing import Placer, WindowSeal
 from cudal1_evaluator.wire.cuda_ipc import Arena
 from cudal1_evaluator.wire.delivery import is_index
 from cudal1_evaluator.wire.report import WorkerReport
-from cudal1_evaluator.wire.talk import Handler, Peer, serve
+from cudal1_evaluator.wire.talk import Handler, Peer, WithFds, serve
 from cudal1_evaluator.wire.talk_messages import (
     Check,
     Checked,
@@ -303,8 +303,10 @@ class Referee:
             strict_fp32()
         return 2.0 * needed_tolerance(strict_out, out)
 
-    def pool(self, msg: PoolRequest) -> PoolSlots:
-        """A runner's buffers (made again at another size), described for it to open once."""
+    def pool(self, msg: PoolRequest) -> PoolSlots | WithFds:
+        """A runner's buffers (made again at another size), described for it to open once; on
+        CUDA the reply carries its arena's file descriptor (the parent relays it to that
+        runner alone, with ``attach``)."""
         runner = int(msg["runner"])
         old = self.pools.get(runner)
         out_dir = msg.get("out_dir")  # host outputs kept where no runner can map them
@@ -314,18 +316,18 @@ class Referee:
         if old is not None:
             old.remove()
         if old is not None and old.arena is not made.arena:
-            # Freeing memory a runner may still map is undefined behaviour in CUDA's IPC
-            # (the runner is untrusted and need not close it): an arena outgrown is kept
-            # until the end, and one that still fits is used again (same handle, no new
-            # memory), so a runner's arenas grow only with the largest pool it was given.
+            # An arena outgrown is kept until the end (the runner is untrusted and need not
+            # unmap it; nothing of the referee's may ever take its place), and one that still
+            # fits is used again (the same allocation and descriptor, no new memory), so a
+            # runner's arenas grow only with the largest pool it was given.
             self.retired.append(old)
         self.pools[runner] = made
-        for desc in made.descs:  # our own memory is never a runner's output
-            for shared in [*desc["inputs"], *desc["outputs"]]:
-                if shared["kind"] == "cuda" and shared.get("handle"):
-                    self.placer.owners[base64.b64decode(str(shared["handle"]))] = -1
+        # The arena has no legacy IPC handle (VMM memory), so no handle a runner names as
+        # where its outputs lie opens it: the Placer needs no mark for our own memory.
         self.h.clock.sync()
-        return {"slots": made.descs}
+        if made.arena is None:
+            return {"slots": made.descs}
+        return WithFds({"slots": made.descs}, [made.arena.fd])  # lent: the arena keeps it
 
     def prepare(self, msg: Prepare) -> Empty:
         for spec in msg["sets"]:
@@ -482,8 +484,7 @@ class Referee:
         self.placer.close()
         for pool in [*self.pools.values(), *self.retired]:
             pool.remove()
-        # The arenas stay until this process exits: the runners may still be finishing, and
-        # freeing memory another process maps is undefined in CUDA's IPC.
+        # The arenas stay until this process exits: the runners may still be finishing.
 
 
 def run(job: Job, peer: Peer) -> WorkerReport:

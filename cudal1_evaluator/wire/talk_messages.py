@@ -29,12 +29,16 @@ class SharedFile(TypedDict):
 
 
 class SharedCuda(TypedDict):
-    """A contiguous tensor in the referee's arena for this runner: the arena's driver IPC
-    handle (base64 text) and the tensor's byte offset in it (``wire/cuda_ipc.py``)."""
+    """A contiguous tensor in the referee's arena for this runner (``wire/cuda_ipc.py``): the
+    arena as the index of its file descriptor among those sent with the message (``attach``:
+    no token a runner could guess or alter), its size (which the runner maps), its serial in
+    the referee (the same arena in a later pool: mapped once) and the tensor's byte offset."""
 
     kind: Literal["cuda"]
     device: int
-    handle: str | None
+    arena: int
+    arena_bytes: int
+    arena_serial: int
     offset_bytes: int
     dtype: str
     shape: list[int]
@@ -213,7 +217,8 @@ class SettingsReply(TypedDict):
 
 class Attach(TypedDict):
     op: Literal["attach"]
-    slots: list[SlotDesc]  # the runner's pool, opened once
+    slots: list[SlotDesc]  # the runner's pool, opened once (on CUDA its arena's descriptor
+    # comes with the message: ``SharedCuda.arena``)
 
 
 class Trial(TypedDict):

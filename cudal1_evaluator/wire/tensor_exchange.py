@@ -3,21 +3,21 @@
 The referee (trusted) makes every shared tensor and describes it in JSON; the worker opens the
 description. On CPU a tensor is a file in the per-evaluation exchange directory, mapped shared
 by both (``torch.from_file``); on CUDA it is a place in the referee's ``Arena`` for that runner
-(``wire/cuda_ipc.py``: one allocation made by the driver, shared by a plain driver IPC handle,
-no file anywhere), which the referee keeps until no runner may map it. Non-tensor inputs
-travel as JSON values.
+(``wire/cuda_ipc.py``: one VMM allocation made by the driver, shared as a file descriptor that
+travels with the pool over the talk sockets, no file anywhere; the description names it by
+its index among the descriptors the runner received with it), which the referee keeps until
+no runner may map it. Non-tensor inputs travel as JSON values.
 """
 
 from __future__ import annotations
 
-import base64
 import ctypes
 import itertools
 import math
 import mmap
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +43,6 @@ def dtype_of(name: Any) -> torch.dtype:
     if not isinstance(found, torch.dtype):
         raise ValueError(f"not a dtype: {name!r}")
     return found
-
-
-def _b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(bytes(data)).decode("ascii")
-
-
-def _unb64(text: str | None) -> bytes | None:
-    return None if text is None else base64.b64decode(str(text))
 
 
 def export(value: object, directory: Path, device: torch.device, arena: Arena | None = None
@@ -90,9 +82,10 @@ def _export_file(value: torch.Tensor, directory: Path) -> tuple[torch.Tensor, Sh
 def _export_cuda(value: torch.Tensor, arena: Arena) -> tuple[torch.Tensor, SharedCuda]:
     offset, shared = arena.take(value.dtype, list(value.shape))
     shared.copy_(value)
-    return shared, {"kind": "cuda", "device": int(shared.device.index or 0),
-                    "handle": _b64(arena.handle), "offset_bytes": offset,
-                    "dtype": dtype_name(shared.dtype), "shape": list(shared.shape)}
+    return shared, {"kind": "cuda", "device": int(shared.device.index or 0), "arena": 0,
+                    "arena_bytes": arena.size, "arena_serial": arena.serial,
+                    "offset_bytes": offset, "dtype": dtype_name(shared.dtype),
+                    "shape": list(shared.shape)}
 
 
 def _new_shared_file(path: Path, numel: int, dtype: torch.dtype) -> torch.Tensor:
@@ -121,8 +114,9 @@ def _new_shared_file(path: Path, numel: int, dtype: torch.dtype) -> torch.Tensor
         os.close(fd)
 
 
-def open_shared(desc: SharedDesc, device: torch.device) -> object:
-    """The worker's view of one described value (a tensor sharing the referee's memory)."""
+def open_shared(desc: SharedDesc, device: torch.device, fds: Sequence[int] = ()) -> object:
+    """The worker's view of one described value (a tensor sharing the referee's memory).
+    ``fds``: the descriptors received with the description (a CUDA tensor's arena is one)."""
     if desc["kind"] == "value":
         return desc.get("value")
     dtype = dtype_of(desc["dtype"])
@@ -134,19 +128,22 @@ def open_shared(desc: SharedDesc, device: torch.device) -> object:
         flat = torch.from_file(str(desc["path"]), shared=True, size=max(numel, 1), dtype=dtype)
         return flat[:numel].view(shape).to(device)
     if desc["kind"] == "cuda":
-        return _open_cuda(desc, dtype, shape, device)
+        return _open_cuda(desc, dtype, shape, device, fds)
     if desc["kind"] == "away":  # no buffer: a stand-in of its shape and dtype, no memory
         return torch.empty((), dtype=dtype, device=device).expand(shape)
     raise ValueError(f"unknown shared tensor kind {desc.get('kind')!r}")
 
 
-def _open_cuda(desc: SharedCuda, dtype: torch.dtype, shape: list[int],
-               device: torch.device) -> torch.Tensor:
-    """A view of the referee's arena, bounds checked against the size the driver mapped."""
-    handle = _unb64(desc["handle"])
-    if handle is None:
-        raise ValueError("a shared CUDA tensor without a handle")
-    mapped = open_arena(handle, device)
+def _open_cuda(desc: SharedCuda, dtype: torch.dtype, shape: list[int], device: torch.device,
+               fds: Sequence[int]) -> torch.Tensor:
+    """A view of the referee's arena (the descriptor at index ``arena`` of ``fds``), bounds
+    checked against the size mapped here."""
+    index = desc.get("arena")
+    if type(index) is not int or not 0 <= index < len(fds):
+        raise ValueError("a shared CUDA tensor in an arena whose descriptor did not come "
+                         "with it")
+    mapped = open_arena(fds[index], int(desc["arena_bytes"]), int(desc["arena_serial"]),
+                        device)
     offset = int(desc["offset_bytes"])
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     if offset < 0 or offset % ALIGN or offset + nbytes > mapped.numel():

@@ -195,25 +195,64 @@ def _own_ipc_namespace() -> None:
         raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWIPC)")
 
 
+ARENA_RUNNER = """
+import ctypes, json, os, sys, torch
+from cudal1_evaluator.wire import tensor_exchange as te
+from cudal1_evaluator.wire.cuda_ipc import _arenas, _cuda, _Handle
+from cudal1_evaluator.wire.talk import Peer
+dev = torch.device('cuda')
+torch.cuda.init(); torch.cuda.synchronize(dev)
+peer = Peer.from_fd(int(sys.argv[1]), max_fds=1)
+msg = peer.receive(timeout_s=120)
+d, fds = msg['descs'], peer.fds
+refused = []
+for wrong in ({**d[0], 'arena': 1}, {**d[0], 'arena_bytes': d[0]['arena_bytes'] * 2,
+                                     'arena_serial': -1}):
+    try:
+        te.open_shared(wrong, dev, fds)
+        refused.append('opened')
+    except (ValueError, RuntimeError) as exc:
+        refused.append(str(exc))
+t = te.open_shared(d[0], dev, fds); u = te.open_shared(d[1], dev, fds)
+sent = fds[0]
+peer.drop_fds()
+try:
+    os.fstat(sent)
+    closed = False
+except OSError:
+    closed = True
+legacy = ctypes.c_int(_cuda().cuIpcGetMemHandle(ctypes.byref(_Handle()), t.data_ptr()))
+out = {'total': float(t.sum()), 'ones': int(u.sum()), 'maps': [m.numel() for m in _arenas.values()],
+       'legacy': legacy.value, 'refused': refused, 'closed': closed, 'fds': len(peer.fds)}
+t.mul_(2); torch.cuda.synchronize()
+peer.send(out)
+peer.receive(timeout_s=120)
+"""
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("own_ipc", [False, True], ids=["host-ipc", "own-ipc-namespace"])
-def test_cuda_ipc_round_trip_across_processes(tmp_path: Path, own_ipc: bool) -> None:
-    """Two tensors in one arena reach another process through one driver handle; it maps the
-    arena and nothing more (not the referee's other memory), and no file appears in
-    ``/dev/shm`` (the runner's is an empty cover). ``own-ipc-namespace``: the opener in an
-    IPC namespace of its own, as CUDA runners are not yet (round 23: System V memory is a
-    channel between lanes), to learn whether driver IPC crosses it."""
+def test_cuda_arena_round_trip_through_a_descriptor(tmp_path: Path, own_ipc: bool) -> None:
+    """Two tensors in one arena reach another process through the arena's file descriptor,
+    sent over a talk socket (``SCM_RIGHTS``) as the parent relays it: the runner maps the
+    arena and nothing more (not the referee's other memory), the descriptor closed once
+    mapped; the description holds no handle, and the arena has no legacy IPC handle on
+    either side (round 23 forged those). A size beyond the allocation is refused by the
+    driver, never mapped; an index past the descriptors sent opens nothing. No file appears
+    in ``/dev/shm``. ``own-ipc-namespace``: the runner in an IPC namespace of its own."""
+    import ctypes
     import json
+    import socket
     import subprocess
     import sys
 
-    if own_ipc and os.geteuid() != 0:
-        pytest.skip("an IPC namespace needs root here")
-
-    from cudal1_evaluator.wire.cuda_ipc import Arena
+    from cudal1_evaluator.wire.cuda_ipc import Arena, _cuda, _Handle
+    from cudal1_evaluator.wire.talk import Peer
     from cudal1_evaluator.wire.tensor_exchange import arena_bytes
 
+    if own_ipc and os.geteuid() != 0:
+        pytest.skip("an IPC namespace needs root here")
     dev = torch.device("cuda")
     shm_before = set(os.listdir("/dev/shm"))
     neighbour = torch.full((1 << 20,), 7.0, device=dev)  # the referee's own, never shared
@@ -222,26 +261,38 @@ def test_cuda_ipc_round_trip_across_processes(tmp_path: Path, own_ipc: bool) -> 
     arena = Arena(dev, arena_bytes([value, other]))
     (mine, desc), (_, desc2) = (export(v, tmp_path, dev, arena) for v in (value, other))
     torch.cuda.synchronize()
-    assert desc["handle"] == desc2["handle"]
-    code = ("import json,sys,torch\nfrom cudal1_evaluator.wire import tensor_exchange as te\n"
-            "from cudal1_evaluator.wire.cuda_ipc import _arenas\n"
-            "d=json.loads(sys.argv[1]); t=te.open_shared(d[0],torch.device('cuda'))\n"
-            "u=te.open_shared(d[1],torch.device('cuda'))\n"
-            "m=[s for a in _arenas.values() for s in a._open.values()]\n"
-            "print(float(t.sum()), int(u.sum()), len(m),"
-            " [s.bytes.numel() for s in m]); t.mul_(2); torch.cuda.synchronize()")
+    assert "handle" not in json.dumps([desc, desc2])
+    assert desc["arena"] == desc2["arena"] == 0  # type: ignore[typeddict-item]
+    assert desc["arena_bytes"] == arena.size  # type: ignore[typeddict-item]
+    assert _cuda().cuIpcGetMemHandle(ctypes.byref(_Handle()), arena.ptr) != 0
+    ours, theirs = socket.socketpair()
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-c", code, json.dumps([desc, desc2])], cwd=root,
-                         capture_output=True, text=True, timeout=120,
-                         preexec_fn=_own_ipc_namespace if own_ipc else None)
-    assert out.returncode == 0, out.stderr[-2000:]
-    total, ones, opened, sizes = out.stdout.strip().split(" ", 3)
-    assert (float(total), int(ones), int(opened)) == (66.0, 5, 1)
-    granule = 2 << 20  # the driver may round an allocation up; the rest is still its own
-    assert len(json.loads(sizes)) == 1 and \
-        arena.size <= json.loads(sizes)[0] <= -(-arena.size // granule) * granule
-    assert float(neighbour.sum()) == 7.0 * neighbour.numel()
-    assert torch.equal(mine, value * 2)
+    proc = subprocess.Popen([sys.executable, "-c", ARENA_RUNNER, str(theirs.fileno())],
+                            cwd=root, pass_fds=(theirs.fileno(),), stderr=subprocess.PIPE,
+                            text=True, preexec_fn=_own_ipc_namespace if own_ipc else None)
+    theirs.close()
+    try:
+        peer = Peer(ours)
+        peer.send({"descs": [desc, desc2]}, [arena.fd])
+        try:
+            got = peer.receive(timeout_s=120, alive=lambda: proc.poll() is None)
+        except Exception:
+            proc.kill()
+            raise AssertionError(proc.communicate()[1][-3000:]) from None
+        assert (got["total"], got["ones"], got["maps"]) == (66.0, 5, [arena.size])
+        assert got["legacy"] != 0  # the runner's mapping has no legacy handle either
+        assert "did not come" in got["refused"][0]
+        assert "did not map" in got["refused"][1] and "CUDA error" in got["refused"][1]
+        assert got["closed"] and got["fds"] == 0  # the descriptor closed once mapped
+        assert float(neighbour.sum()) == 7.0 * neighbour.numel()
+        assert torch.equal(mine, value * 2)
+        os.fstat(arena.fd)  # the referee's own: lent, still open
+        peer.send({"op": "finish"})
+        assert proc.wait(60) == 0
+    finally:
+        ours.close()
+        if proc.poll() is None:
+            proc.kill()
     assert set(os.listdir("/dev/shm")) <= shm_before
 
 
@@ -279,7 +330,8 @@ def test_each_child_runs_alone_while_the_other_serves_a_request(tmp_path: Path) 
         def __init__(self) -> None:
             self.other_pid, self.seen = 0, ""
 
-        def request(self, message: object, timeout_s: float, alive: object) -> dict[str, str]:
+        def request(self, message: object, timeout_s: float, alive: object,
+                    **fds: object) -> dict[str, str]:
             self.seen = _process_state(self.other_pid)
             return {}
 

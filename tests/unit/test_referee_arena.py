@@ -1,6 +1,6 @@
 """How a runner's device arena is sized when its pool is made again (``referee.arena_size``):
-one that fits is used again; an outgrown one is kept (CUDA leaves freeing memory another
-process maps undefined), so a new one at least doubles where the device has room."""
+one that fits is used again; an outgrown one is kept (a runner need not unmap it), so a new
+one at least doubles where the device has room."""
 
 from cudal1_evaluator.trusted.referee import arena_size
 
@@ -36,14 +36,15 @@ def test_what_growth_keeps_stays_under_the_newest_arena() -> None:
     assert sum(sizes) < size and len(sizes) <= 5
 
 
-def test_an_arena_takes_whole_memory_objects() -> None:
-    """A handle's offset can be forged (round 23), so an arena shares its driver memory
-    object with no other allocation: its size is rounded up to whole 2 MiB objects."""
-    from cudal1_evaluator.wire.cuda_ipc import OBJECT_BYTES, whole_objects
+def test_an_arena_takes_whole_granules() -> None:
+    """A VMM allocation is made and mapped in whole granules (the driver's, 2 MiB on the GPUs
+    seen so far): the size the runner maps is the rounded one, and holds one buffer at least."""
+    from cudal1_evaluator.wire.cuda_ipc import ALIGN, granular
 
-    assert OBJECT_BYTES == 2 << 20
-    assert whole_objects(0) == whole_objects(1) == whole_objects(OBJECT_BYTES) == OBJECT_BYTES
-    assert whole_objects(OBJECT_BYTES + 1) == 2 * OBJECT_BYTES
+    granule = 2 << 20
+    assert granular(0, granule) == granular(1, granule) == granular(granule, granule) == granule
+    assert granular(granule + 1, granule) == 2 * granule
+    assert granular(0, 64) == ALIGN  # a granule smaller than a buffer's room: that room
 
 
 def test_an_address_unmapped_is_forgotten_by_whom_it_was_mapped() -> None:
