@@ -116,8 +116,9 @@ def namespace_plan(mode: str, job_text: str | None, writable: Sequence[str],
     ``ipc``: its own IPC namespace, CUDA or not (System V memory, semaphores and queues
     shared with no other lane; the driver's IPC works across IPC namespaces: run of
     2026-11-30 on an H200, ``test_cuda_ipc_round_trip_across_processes[own-ipc-namespace]``
-    and ``benchmarks/vmm_fd_diag.py``). None for trusted modes and with the sandbox off. ``/dev/shm`` is covered on CUDA too: CUDA
-    buffers travel by plain driver IPC handles (``wire/cuda_ipc.py``), no file there."""
+    and ``benchmarks/vmm_fd_diag.py``). None for trusted modes and with the sandbox off.
+    ``/dev/shm`` is covered on CUDA too: CUDA buffers travel by the driver's IPC (arenas as
+    file descriptors, outputs by handles: ``wire/cuda_ipc.py``), no file there."""
     if mode not in CANDIDATE_MODES or layers == "off":
         return None
     _, source = _job_fields(job_text)
