@@ -18,7 +18,8 @@
 # "memdiag phases window" (the default), "noise", "forge", "vmmfd" and "waitvalue"; empty:
 # none),
 # CORPUS_OPTS (compare_gpu.py options added to every corpus job, e.g. --only NAME...),
-# EXPLOITS_FIRST (non-empty: the exploit shards before the corpus's), EXPLOIT_CASES (names: one
+# EXPLOITS_FIRST (non-empty: the exploit shards before the corpus's), TESTS_FIRST (non-empty:
+# the tests job first of all), EXPLOIT_CASES (names: one
 # exploit job of those cases instead of the shards), TESTS (pytest options of a last job,
 # `pytest -m gpu`, which sees every GPU, its own first).
 # Measured on 4x H200 (third session of 2026-11-27): width 1 of 10 problems x 2 candidates
@@ -78,7 +79,9 @@ if [ -n "${EXPLOIT_CASES:-}" ]; then exploit_jobs+=("exploits $EXPLOIT_CASES")
 else for k in $(seq 1 "$es"); do exploit_jobs+=("exploit-shard $k/$es"); done; fi
 if [ -n "${EXPLOITS_FIRST:-}" ]; then tasks+=("${exploit_jobs[@]}" "${corpus_jobs[@]}")
 else tasks+=("${corpus_jobs[@]}" "${exploit_jobs[@]}"); fi
-[ -n "${TESTS:-}" ] && tasks+=("tests $TESTS")
+if [ -n "${TESTS:-}" ]; then  # TESTS_FIRST: before everything (a quick check of the code)
+  if [ -n "${TESTS_FIRST:-}" ]; then tasks=("tests $TESTS" "${tasks[@]}"); else tasks+=("tests $TESTS"); fi
+fi
 for d in ${DIAG-memdiag phases window}; do
   case "$d" in
     memdiag) tasks+=("memdiag") ;;

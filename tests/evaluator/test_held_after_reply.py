@@ -25,18 +25,18 @@ def test_a_runner_that_resumes_itself_after_its_reply_is_caught_where_nothing_is
     ask = conduct.Conductor._ask_referee
     resumed: list[int] = []
 
-    def resumes_during_the_seal(self: conduct.Conductor, message: Any) -> Any:
+    def resumes_during_the_seal(self: conduct.Conductor, message: Any, **kw: Any) -> Any:
         """The candidate's own timer, simulated: 50 ms of running while its seal is made."""
         if isinstance(message, dict) and message.get("op") == "seal" and \
                 message.get("runner") == conduct.RUNNER["candidate"] and \
                 message.get("handles") is not None and len(resumed) < 50:
-            answer = ask(self, message)
+            answer = ask(self, message, **kw)
             self.wrk.child.signal_all(signal.SIGCONT)
             time.sleep(0.05)
             self.wrk.child.signal_all(signal.SIGSTOP)
             resumed.append(1)
             return answer
-        return ask(self, message)
+        return ask(self, message, **kw)
 
     monkeypatch.setattr(conduct.Conductor, "_ask_referee", resumes_during_the_seal)
     candidate = LINEAR_PROBLEM.replace("class Model(", "class ModelNew(") + _SPINNER
