@@ -63,7 +63,9 @@ def _process_failure(job: Job, outcome: Outcome) -> tuple[Status, str] | None:
         return "timeout", "cancelled"
     if outcome.timed_out:
         stage = outcome.last_stage or "startup"
-        return "timeout", f"timed out after {job.timeout_s:g} s (during {stage})"
+        head = f"timed out after {job.timeout_s:g} s (during {stage})"
+        tail = stderr_lines(outcome.stderr_tail)  # where a hang was, when it said anything
+        return "timeout", f"{head}\nlast stderr lines:\n{tail}" if tail else head
     return None
 
 

@@ -125,7 +125,7 @@ class Pool:
             self.descs.append({"inputs": [p[1] for p in pairs], "outputs": [o[1] for o in outs]})
             self.files += [d[1]["path"] for d in pairs + outs if d[1]["kind"] == "file"]
             self.ends.append(self.arena.used if self.arena is not None else 0)
-        self.stage = Staging(self) if self.arena is not None else None
+        self.stage: Staging | None = None  # the referee's one staging area, laid out as here
 
     def fill(self, slot: int, values: list[Any]) -> list[Any]:
         """The set's values into the slot, its outputs poisoned; the non-tensor values (the
@@ -209,13 +209,13 @@ class Staging:
     fill on the clock is one kernel's copy of the whole span (``Pool.fill_staged``), whose
     time hangs on no launch per buffer."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, area: torch.Tensor) -> None:
+        """``area``: the referee's staging bytes (one area for every pool: a window stages
+        and fills one runner's at a time; one per pool held a copy of every runner's slots,
+        retired ones included, and ran a referee out of memory on an H200, 2026-11-30)."""
         assert pool.arena is not None
         base = pool.arena.ptr
-        # zeros: the fill copies the whole span, the padding between buffers too, and memory
-        # fresh from the referee's allocator may hold its past sets and reference outputs
-        self.bytes = torch.zeros(pool.arena.used, dtype=torch.uint8,
-                                 device=pool.arena.bytes.device)
+        self.bytes = area[:pool.arena.used]
 
         def mirror(t: torch.Tensor) -> torch.Tensor:
             start = t.data_ptr() - base
@@ -226,6 +226,12 @@ class Staging:
         self.outputs = [[mirror(t) for t in slot] for slot in pool.outputs]
         self.sets: list[int] = []  # staged, in slot order
         self.plain: list[list[Any]] = []  # their non-tensor values, as ``put`` gave them
+
+    def clear(self) -> None:
+        """Zeros over the span: the fill copies the padding between buffers too, which may
+        hold another pool's staged sets or the referee's leftovers."""
+        self.bytes.zero_()
+        self.sets, self.plain = [], []
 
     def put(self, slot: int, values: list[Any]) -> list[Any]:
         """The set's values into the slot's staged buffers, its outputs poisoned; the
@@ -259,6 +265,7 @@ class Referee:
         self.sets: dict[int, InputSet] = {}
         self.pools: dict[int, Pool] = {}
         self.retired: list[Pool] = []  # pools whose arena a runner outgrew (kept)
+        self.stage_area: torch.Tensor | None = None  # every pool's ``Staging`` lies here
         self.filled: dict[int, list[int]] = {}  # runner -> the set in each slot
         self.windows: dict[int, WindowSeal] = {}  # runner -> its last window, as sealed
         self.gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little"))
@@ -321,13 +328,31 @@ class Referee:
             # fits is used again (the same allocation and descriptor, no new memory), so a
             # runner's arenas grow only with the largest pool it was given.
             self.retired.append(old)
+        if old is not None:
+            old.stage = None  # its views of the staging area go with it
         self.pools[runner] = made
+        self._lay_out_staging()
         # The arena has no legacy IPC handle (VMM memory), so no handle a runner names as
         # where its outputs lie opens it: the Placer needs no mark for our own memory.
         self.h.clock.sync()
         if made.arena is None:
             return {"slots": made.descs}
         return WithFds({"slots": made.descs}, [made.arena.fd])  # lent: the arena keeps it
+
+    def _lay_out_staging(self) -> None:
+        """Every live GPU pool's ``Staging`` over one area of the referee's, as large as the
+        largest of them (made again, larger, when a pool outgrows it)."""
+        live = [p for p in self.pools.values() if p.arena is not None]
+        if not live:
+            return
+        need = max(p.arena.used for p in live if p.arena is not None)
+        if self.stage_area is None or self.stage_area.numel() < need:
+            for p in live:
+                p.stage = None  # no view keeps the old area alive
+            self.stage_area = None
+            self.stage_area = torch.zeros(need, dtype=torch.uint8, device=self.h.device)
+        for p in live:
+            p.stage = Staging(p, self.stage_area)
 
     def prepare(self, msg: Prepare) -> Empty:
         for spec in msg["sets"]:
@@ -342,6 +367,10 @@ class Referee:
         ids = [int(i) for i in msg["sets"]]
         if pool.stage is None:
             return {"values": []}
+        for other in self.pools.values():  # the area is shared: staged for one pool only
+            if other.stage is not None:
+                other.stage.sets, other.stage.plain = [], []
+        pool.stage.clear()
         plain = [pool.stage.put(j, self.sets[sid].original) for j, sid in enumerate(ids)]
         pool.stage.sets, pool.stage.plain = ids, plain
         self.h.clock.sync()

@@ -175,20 +175,49 @@ def test_illegal_memory_access_is_a_runtime_error(build_dir: Path) -> None:
     assert "illegal memory access" in result.message or "SIG" in result.message
 
 
-ONE_GPU_SEEN = '''
-import os
-import subprocess
+ONE_GPU_SEEN = r'''
 import sys
 
 import torch
 import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
 
-_ENV = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-_CHILD = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
-                        env=_ENV, capture_output=True, text=True, timeout=300)
-SEEN = (torch.cuda.device_count(), _CHILD.stdout.strip(), _CHILD.stderr.strip()[-300:])
-if SEEN[:2] != (1, "1"):
-    raise RuntimeError(f"GPUs seen here, and by a child without CUDA_VISIBLE_DEVICES: {SEEN}")
+# Native code, as a candidate's extension would run it (the Python guard sees none of it):
+# which /dev/nvidiaN nodes open, and what a process started without CUDA_VISIBLE_DEVICES sees.
+_SOURCE = """
+#include <torch/extension.h>
+#include <cstdio>
+#include <fcntl.h>
+#include <unistd.h>
+
+std::vector<int64_t> nodes_that_open() {
+    std::vector<int64_t> opened;
+    for (int n = 0; n < 64; ++n) {
+        int fd = open(("/dev/nvidia" + std::to_string(n)).c_str(), O_RDWR);
+        if (fd >= 0) { opened.push_back(n); close(fd); }
+    }
+    return opened;
+}
+
+std::string output_of(const std::string& command) {
+    std::string out;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (!pipe) return "popen failed";
+    char buf[256];
+    while (fgets(buf, sizeof buf, pipe)) out += buf;
+    pclose(pipe);
+    return out;
+}
+"""
+_ext = load_inline(name="one_gpu_seen", cpp_sources=[_SOURCE],
+                   functions=["nodes_that_open", "output_of"], verbose=False)
+_CHILD = _ext.output_of("env -u CUDA_VISIBLE_DEVICES " + sys.executable +
+                        " -c 'import torch; print(torch.cuda.device_count())' 2>&1")
+SEEN = (torch.cuda.device_count(), len(_ext.nodes_that_open()), _CHILD.strip()[-300:])
+# the child's count: 1, or no number at all where no process could be started there
+if SEEN[:2] != (1, 1) or (SEEN[2].isdigit() and SEEN[2] != "1"):
+    raise RuntimeError(f"GPUs seen here, nodes that open, GPUs a child without "
+                       f"CUDA_VISIBLE_DEVICES sees: {SEEN}")
 
 
 class ModelNew(nn.Module):
@@ -199,8 +228,10 @@ class ModelNew(nn.Module):
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs a host of two GPUs")
 def test_a_candidate_on_the_second_gpu_sees_that_gpu_alone(build_dir: Path) -> None:
-    """On a host of several GPUs a candidate's process, and a process it starts without
-    ``CUDA_VISIBLE_DEVICES``, see one GPU: the job's (round 22, ``isolation.gpu_view``)."""
+    """On a host of several GPUs a candidate's process, and a process its native code starts
+    without ``CUDA_VISIBLE_DEVICES``, see one GPU: the job's (round 22, ``isolation.gpu_view``);
+    of the host's ``/dev/nvidiaN`` nodes, one opens. (The Python guard refuses a process started
+    from Python: native code, which it cannot see, is what this asks about.)"""
     result = evaluate(gpu_job(ONE_GPU_SEEN, build_dir, device="cuda:1"))
     print(result.status, result.message, [(f.code, f.reason) for f in result.flags])
     assert result.status == "ok", result.message
