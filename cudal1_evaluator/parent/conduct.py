@@ -230,12 +230,15 @@ def _agree(bursts: list[Burst], handoff_ms: float) -> bool:
 
 
 def window_bytes(device: str, free: int) -> int:
-    """What one window's fresh sets may take, counted once (the referee keeps each set and its
-    reference output, stages it, fills a slot with it, and each runner holds its outputs:
-    about seven times that in all): a seventh of the free device memory, at least 1 GiB."""
+    """What one window's fresh sets may take, counted once: the referee keeps a side's sets
+    and the candidate's reference outputs (1x), stages a window (1x, one area for all pools),
+    each runner's arena holds a window's slots (2x, 3x with a matched reference; an outgrown
+    one is kept: up to as much again) and each runner holds its outputs. A tenth of the free
+    device memory, at least 1 GiB (a seventh, with a staging area per pool, ran a referee on
+    an H200 out of memory at 129 GiB)."""
     if not device.startswith("cuda"):
         return WINDOW_BYTES["cpu"]
-    return max(WINDOW_BYTES["cuda"], free // 7)
+    return max(WINDOW_BYTES["cuda"], free // 10)
 
 
 def _at_rest(running: Running, poll_s: float) -> CpuReading | None:
