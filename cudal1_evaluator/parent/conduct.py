@@ -129,6 +129,7 @@ class Evidence:
     alone_sized: list[Burst] = field(default_factory=list)  # the reference alone at that size
     precision: PrecisionInfo = field(default_factory=PrecisionInfo)
     referee_error: str = ""
+    referee_failed_after_candidate: bool = False  # the candidate's code had run on the host
     protocol_error: str = ""
     timed: bool = False
 
@@ -341,7 +342,9 @@ class Conductor:
             return self.ref.peer.request(message, self.job.timeout_s, self.ref.alive,
                                          max_fds=max_fds)
         except PeerGone as exc:
-            self.ev.referee_error = self.ev.referee_error or str(exc)
+            if not self.ev.referee_error:
+                self.ev.referee_error = str(exc)
+                self.ev.referee_failed_after_candidate = self.candidate_ran
             cut = self._shared_files_cut()
             if cut and not any(f.code == "shared_file_cut" for f in self.ev.flags):
                 self.ev.flags.append(Flag("shared_file_cut", cut, "reject"))
@@ -368,9 +371,9 @@ class Conductor:
         except PeerGone as exc:
             if side == "candidate":
                 self.ev.protocol_error = self.ev.protocol_error or str(exc)
-            else:
-                self.ev.referee_error = self.ev.referee_error or \
-                    f"the {side} runner failed: {exc}"
+            elif not self.ev.referee_error:
+                self.ev.referee_error = f"the {side} runner failed: {exc}"
+                self.ev.referee_failed_after_candidate = self.candidate_ran
             raise
         if side == "candidate" and message.get("op") != "burst":
             self._quiet_since()  # outside any clock; the stop delivered before the probe

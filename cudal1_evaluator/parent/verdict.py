@@ -9,7 +9,9 @@ informative (compile log, profile).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+from cudal1_evaluator.common.plain_text import shown
 from cudal1_evaluator.isolation.sandbox import Outcome
 from cudal1_evaluator.parent import diskcap, reference_runner
 from cudal1_evaluator.parent.conduct import Evidence
@@ -196,6 +198,9 @@ def _under_policy(flags: list[Flag], policy: RewardPolicy) -> list[Flag]:
 def _runtime_message(report: WorkerReport | None, ev: Evidence, outcome: Outcome) -> str:
     error = report.error if report is not None else ""
     if ev.referee_error and not error:
+        if ev.referee_failed_after_candidate:  # GPU memory, for one, is not contained
+            return ("the referee failed after the candidate's code had run (the candidate may "
+                    f"be the cause, e.g. device memory it holds): {ev.referee_error}")
         return f"the reference failed (not the candidate): {ev.referee_error}"
     if report is None:
         crash = crash_message(outcome, None)
@@ -318,7 +323,15 @@ def decide(job: Job, outcome: Outcome, report: WorkerReport | None,
     result.reward = rewarded.reward if math.isfinite(rewarded.reward) else 0.0
     result.reward_formula, result.reward_params = rewarded.formula, rewarded.params
     result.reward_policy = _policy(job).as_dict()
+    _made_safe_to_show(result)
     return result
+
+
+def _made_safe_to_show(result: Result) -> None:
+    """The verdict's text as it will be shown: the candidate wrote parts of it."""
+    result.message = shown(result.message)
+    result.compile_log = shown(result.compile_log)
+    result.flags = [replace(f, reason=shown(f.reason)) for f in result.flags]
 
 
 def slowed_now(ev: Evidence) -> bool:
