@@ -39,6 +39,8 @@ def _wait_value(stream: torch.cuda.Stream, address: int, value: int) -> int:
 def _candidate(flag: torch.Tensor, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
                queue: Any) -> None:
     stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):  # cuBLAS's handle and workspace for this stream made now:
+        torch.matmul(a, b)  # their first use synchronizes, which behind the wait never returns
     torch.cuda.synchronize()
     code = _wait_value(stream, flag.data_ptr(), 1)
     with torch.cuda.stream(stream):
