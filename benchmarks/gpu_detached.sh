@@ -6,7 +6,8 @@
 #   TOTAL_S=1500 bash benchmarks/gpu_detached.sh start corpus --build-root /tmp/gpu-builds + tests
 #   bash benchmarks/gpu_detached.sh wait
 #   SCRIPT=benchmarks/gpu_host.sh TOTAL_S=1450 bash benchmarks/gpu_detached.sh start  # all GPUs
-# WAIT_S (default 570) bounds one call's wait; TOTAL_S is the steps' shared clock (CALL_S of
+# WAIT_S (default 570) bounds one call's wait (keep it under the lease's budget left less the
+# machine's start: a call the lease cuts returns only the copy made every 30 s); TOTAL_S is the steps' shared clock (CALL_S of
 # gpu_session.sh); RESERVE_S is kept from the corpus step for the steps after it.
 set -uo pipefail
 HERE=/tmp/detached
@@ -21,7 +22,15 @@ if [ "$verb" = start ]; then
      "${SCRIPT:-benchmarks/gpu_session.sh}" "$@" > "$HERE/session.log" 2>&1 < /dev/null &)
 fi
 end=$((SECONDS + ${WAIT_S:-570}))
-while [ $SECONDS -lt $end ] && [ ! -e "$HERE/finished" ]; do sleep 5; done
+snap=$SECONDS
+while [ $SECONDS -lt $end ] && [ ! -e "$HERE/finished" ]; do
+  sleep 5
+  if [ $((SECONDS - snap)) -ge 30 ]; then  # what came so far, in case the lease cuts this call
+    snap=$SECONDS
+    cp "$HERE/session.log" "$HERE/out/" 2>/dev/null
+    tar czf "$OUT/detached.tgz.part" -C "$HERE" out && mv "$OUT/detached.tgz.part" "$OUT/detached.tgz"
+  fi
+done
 [ -e "$HERE/finished" ] && echo "all steps finished" || echo "still running"
 cp "$HERE/session.log" "$HERE/out/" 2>/dev/null
 tar czf "$OUT/detached.tgz" -C "$HERE" out
