@@ -39,11 +39,13 @@ from cudal1_evaluator.parent import gpu_watch, precision, warm, window_gate
 from cudal1_evaluator.parent.output_reader import HostOutputs
 from cudal1_evaluator.parent.timing_checks import (
     ONCE_SHARE,
+    READINGS_KEPT,
     Burst,
     honest_fill_ms,
     means,
     median_of,
     once_cost,
+    reading_pad_ms,
 )
 from cudal1_evaluator.schema import OUTPUT_REUSED_MESSAGE, Flag, Job, TrialReport
 from cudal1_evaluator.stats import median_rel_ci
@@ -287,6 +289,7 @@ class Conductor:
         self.init_seed = _seed()
         self._last: dict[str, Burst] = {}  # each runner's window of the last round
         self.copy_outputs = False  # the candidate copies every output (a static one was seen)
+        self._readings: dict[str, list[float]] = {}  # the reference's readings at rest, ms
         self.shared = gpu_watch.SharedRounds(gpu_watch.GpuWatch(None, None), self._our_pids)
         self._kept_span: int | None = None  # the start of the last kept round, not yet settled
         self._round_shared = False  # the GPU was busy after a window, with another's work
@@ -487,12 +490,11 @@ class Conductor:
         Returns the calls' reply, the look, the seal, the wall time less the credit, and
         whether outputs were copied."""
         self._ask_referee({"op": "stage", "runner": RUNNER[side], "sets": ids})
-        running = self.runners[side]
         with self.gate.window():
             started = time.perf_counter_ns()
             values = self._fill(side, ids, flush=True)
             fill_ms = (time.perf_counter_ns() - started) / 1e6
-            settled = _at_rest(running, LOOK_POLL_S)  # both sides pay it, as for ``_look``
+            settled = self._reading(side, "filled")  # both sides pay it, as for ``_look``
             if side == "candidate":  # it ran nothing from its last request to here
                 self._no_escape(before, settled)
             reply, at_read, sealed, copy = self._calls(side, ids, values)
@@ -530,11 +532,25 @@ class Conductor:
         every device: a runner that makes its look long (many tasks to sweep, a stop slow to
         land) pays for that time itself, and the reference's own look comes off every window
         with the hand-off."""
-        running = self.runners.get(side)
-        if running is None:
+        if self.runners.get(side) is None:
             return None
-        reading = _at_rest(running, LOOK_POLL_S)
+        reading = self._reading(side, "replied")
         return reading if side == "candidate" else None
+
+    def _reading(self, side: str, kind: str) -> CpuReading | None:
+        """A runner read at rest on the clock (``_at_rest``), the candidate's held at least as
+        long as the reference's readings of this ``kind`` take (``reading_pad_ms``): the
+        reference's come off both sides with the hand-off."""
+        started = time.perf_counter()
+        reading = _at_rest(self.runners[side], LOOK_POLL_S)
+        took_ms = (time.perf_counter() - started) * 1e3
+        honest = self._readings.setdefault(kind, [])
+        if side == "reference":
+            honest.append(took_ms)
+            del honest[:-READINGS_KEPT]
+        elif side == "candidate":
+            time.sleep(reading_pad_ms(took_ms, honest) / 1e3)
+        return reading
 
     def _candidate_cpu(self) -> CpuReading | None:
         """What the candidate's processes have run, at rest (``_at_rest``); None without a

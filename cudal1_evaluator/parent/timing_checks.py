@@ -78,6 +78,22 @@ def honest_fill_ms(fills: dict[int, list[float]], calls: int) -> float:
     return max(0.0, base + (statistics.median(fills[nearest]) - base) * calls / nearest)
 
 
+def reading_pad_ms(took_ms: float, honest_ms: list[float]) -> float:
+    """How long a candidate's reading at rest that took ``took_ms`` is held on the clock
+    beyond it: up to what the reference's readings of the same kind take (their median, of
+    the last ``READINGS_KEPT``). A reading sweeps every task of a runner, so it costs more
+    for a runner of more tasks, and the reference's comes off both sides with the hand-off:
+    a candidate of fewer tasks would gain the difference every window (round 25: 0.44 ms for
+    1 task, 1.55 ms for 17). Padded, it pays what the reference pays; a longer one of its own
+    stays its own."""
+    if not honest_ms:
+        return 0.0
+    return max(0.0, statistics.median(honest_ms[-READINGS_KEPT:]) - took_ms)
+
+
+READINGS_KEPT = 64
+
+
 def means(bursts: list[Burst]) -> list[float]:
     return [b.mean_ms() for b in bursts if b.calls > 0]
 

@@ -371,3 +371,16 @@ def test_empty_outputs_at_one_address_are_not_a_reused_buffer() -> None:
     calls = {j: [Placed(memory[:0], memory, 0, 0, ("ipc", b"h"))] for j in range(3)}
     window = WindowSeal(1, [10, 11, 12], [[]] * 3, [], {}, placed=calls)
     assert window.reused(Placer(torch.device("cpu"))) == set()
+
+
+def test_a_candidates_reading_at_rest_is_held_as_long_as_the_references() -> None:
+    """Round 25: a reading sweeps every task of a runner, and the reference's comes off both
+    sides with the hand-off; a candidate of fewer tasks, read faster, is held to the
+    reference's time, and a slower reading of its own stays its own."""
+    from cudal1_evaluator.parent.timing_checks import READINGS_KEPT, reading_pad_ms
+
+    assert reading_pad_ms(0.4, []) == 0.0  # nothing honest yet: nothing added
+    assert reading_pad_ms(0.4, [1.5, 1.6, 1.4]) == pytest.approx(1.1)
+    assert reading_pad_ms(2.8, [1.5, 1.6, 1.4]) == 0.0
+    old = [9.0] * 100 + [1.0] * READINGS_KEPT  # only the latest readings count
+    assert reading_pad_ms(0.5, old) == pytest.approx(0.5)
