@@ -1028,15 +1028,18 @@ class Conductor:
 
     def _side_window(self, side: str, calls: int) -> tuple[Burst, list[CheckResult]]:
         """One side's window of a round on sets made for it alone, released after it (the
-        candidate's once checked). No two sides share a set: the inputs of a window are in no
-        memory before its fill, and no other runner's outputs answer them (round 24: a
-        runner that reached the reference's arena or outputs would otherwise find its own
-        coming inputs, or their answers, there)."""
+        candidate's once checked against reference outputs made after its window, from the
+        referee's own copies: made before it, only the candidate's window would follow that
+        GPU work). No two sides share a set: the inputs of a window are in no memory before
+        its fill, and no other runner's outputs answer them (round 24: a runner that reached
+        the reference's arena or outputs would otherwise find its own coming inputs, or
+        their answers, there)."""
         ids = self._new_sets(calls)
-        if side == "candidate":
-            self._ask_referee({"op": "expect", "sets": ids})
         burst = self._window(side, ids)
-        results = self._check("candidate", ids) if side == "candidate" else []
+        results: list[CheckResult] = []
+        if side == "candidate":  # reference outputs after its window: every side's window
+            self._ask_referee({"op": "expect", "sets": ids})  # follows the same GPU work
+            results = self._check("candidate", ids)
         self._release(ids)
         return burst, results
 
