@@ -33,6 +33,7 @@ STATUSES: tuple[Status, ...] = (
     "rejected",
 )
 Severity = Literal["reject", "warn", "info"]
+SEVERITIES: tuple[Severity, ...] = ("reject", "warn", "info")
 
 # The vocabulary of a job's settings, exported so the app validates its config with the same names.
 TolerancePreset = Literal["strict", "relaxed"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from cudal1_evaluator.common.plain_text import shown
 from cudal1_evaluator.isolation.sandbox import Outcome
 from cudal1_evaluator.parent import diskcap, reference_runner
 from cudal1_evaluator.parent.conduct import Evidence
@@ -23,8 +22,9 @@ from cudal1_evaluator.parent.timing_checks import (
     reference_means,
     reference_slowed,
 )
+from cudal1_evaluator.plain_text import shown
 from cudal1_evaluator.reward import RewardPolicy, noise_band, score, severity_under
-from cudal1_evaluator.schema import Flag, Job, Result, Status, TimingSummary
+from cudal1_evaluator.schema import SEVERITIES, Flag, Job, Result, Status, TimingSummary
 from cudal1_evaluator.stats import summarize
 from cudal1_evaluator.verdict_details import DeviceInfo, ToleranceInfo
 from cudal1_evaluator.wire.report import WorkerReport
@@ -199,8 +199,9 @@ def _runtime_message(report: WorkerReport | None, ev: Evidence, outcome: Outcome
     error = report.error if report is not None else ""
     if ev.referee_error and not error:
         if ev.referee_failed_after_candidate:  # GPU memory, for one, is not contained
-            return ("the referee failed after the candidate's code had run (the candidate may "
-                    f"be the cause, e.g. device memory it holds): {ev.referee_error}")
+            return ("the trusted side failed after the candidate's code had run (the "
+                    f"candidate may be the cause, e.g. device memory it holds): "
+                    f"{ev.referee_error}")
         return f"the reference failed (not the candidate): {ev.referee_error}"
     if report is None:
         crash = crash_message(outcome, None)
@@ -331,7 +332,9 @@ def _made_safe_to_show(result: Result) -> None:
     """The verdict's text as it will be shown: the candidate wrote parts of it."""
     result.message = shown(result.message)
     result.compile_log = shown(result.compile_log)
-    result.flags = [replace(f, reason=shown(f.reason)) for f in result.flags]
+    result.flags = [replace(f, code=shown(f.code), reason=shown(f.reason),
+                            severity=f.severity if f.severity in SEVERITIES else "reject")
+                    for f in result.flags]
 
 
 def slowed_now(ev: Evidence) -> bool:

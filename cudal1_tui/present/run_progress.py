@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from cudal1_evaluator.plain_text import shown
 from cudal1_tui.engine.events import (
     CandidateFinished,
     DecisionRecorded,
@@ -88,7 +89,7 @@ class HeadlessProgress:
         return Group(head, *(Text("  " + s.line(i)) for i, s in sorted(self.slots.items())))
 
     def _print(self, text: str, style: str = "") -> None:
-        self.console.print(text, style=style, highlight=False, markup=False)
+        self.console.print(shown(text), style=style, highlight=False, markup=False)
 
     # -- events ---------------------------------------------------------------------------
 

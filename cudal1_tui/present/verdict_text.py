@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from cudal1_evaluator.plain_text import shown
 from cudal1_evaluator.schema import Flag, Result
 from cudal1_tui.measurements import basis_text
 from cudal1_tui.records import CandidateRecord
@@ -19,7 +20,7 @@ SEVERITY_STYLE = {"reject": "red", "warn": "yellow", "info": "dim"}
 
 
 def flag_line(flag: Flag) -> Text:
-    return Text(f"integrity {flag.severity}: {flag.code}: {flag.reason}",
+    return Text(shown(f"integrity {flag.severity}: {flag.code}: {flag.reason}"),
                 style=SEVERITY_STYLE.get(flag.severity, "red"))
 
 
@@ -27,12 +28,13 @@ def verdict_details(result: Result, *, parse_error: str = "",
                     compile_tail: int | None = COMPILE_TAIL_LINES) -> Text:
     """The lines that explain ``result`` (empty for a clean ``ok``); ``compile_tail`` keeps
     the compile log's last lines (None: all of it)."""
-    lines = [Text(line) for line in (parse_error, _message(result)) if line]
+    # shown: the candidate wrote parts of these, and a trace may predate the evaluator's own
+    lines = [Text(shown(line)) for line in (parse_error, _message(result)) if line]
     lines += [flag_line(flag) for flag in result.flags]
     log = result.compile_log.strip()
     if log and result.status == "compile_error":
         kept = log.splitlines()[-compile_tail:] if compile_tail else log.splitlines()
-        lines.append(Text("\n".join(kept), style="dim"))
+        lines.append(Text(shown("\n".join(kept)), style="dim"))
     return Text("\n").join(lines)
 
 

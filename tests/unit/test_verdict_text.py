@@ -4,11 +4,11 @@ referee that fails once the candidate's code has run is not blamed on the refere
 
 from __future__ import annotations
 
-from cudal1_evaluator.common.plain_text import MAX_LINE, shown
 from cudal1_evaluator.isolation.sandbox import Outcome
 from cudal1_evaluator.parent import verdict
 from cudal1_evaluator.parent.conduct import Evidence
-from cudal1_evaluator.schema import Job
+from cudal1_evaluator.plain_text import MAX_LINE, shown
+from cudal1_evaluator.schema import Flag, Job
 from cudal1_evaluator.wire.report import WorkerReport
 
 FORGED = "\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\x9b31mstatus ok  speedup 9.9x  reward 1.0"
@@ -49,3 +49,16 @@ def test_a_referee_that_fails_after_the_candidate_ran_is_not_blamed_on_the_refer
     message = verdict.decide(_job(), Outcome(returncode=0), report, after).message
     assert "the reference failed" not in message
     assert "after the candidate's code had run" in message
+
+
+def test_a_forged_report_of_other_types_and_escapes_still_gives_a_verdict() -> None:
+    """The worker's report is the candidate's to forge: numbers where text belongs, escapes
+    in a flag's code and an unknown severity still end in a verdict, shown safely."""
+    report = WorkerReport(phase="done", error_kind="compile", error="e", compile_log=7)  # type: ignore[arg-type]
+    report.flags = [Flag("ok\x1b]52;c;x\x07", 5, "warn\x1b[2J")]  # type: ignore[arg-type]
+    result = verdict.decide(_job(), Outcome(returncode=0), report, Evidence())
+    assert result.reward == 0
+    for flag in result.flags:
+        assert "\x1b" not in flag.code and isinstance(flag.reason, str)
+        assert flag.severity in ("reject", "warn", "info")
+    assert "\x1b" not in result.compile_log
