@@ -261,8 +261,9 @@ def layers_for_root(layers: str, mode: str, job_text: str | None = None,
     root-started candidate read it in round 15), so candidate code runs as ``nobody``; the
     covers over hidden places let it reach an interpreter under ``/root``. On CUDA too, where
     the driver's device nodes let others in (the usual 0666; an H200 ran nvcc, Triton and CUDA
-    graph candidates so, 2026-11-29): buffers travel by driver IPC handles, which need no
-    file an owner could hold. Where they do not (0660 for a ``video`` group), ``nobody``
+    graph candidates so, 2026-11-29): buffers travel by the driver (arenas as descriptors
+    passed over the talk socket, outputs by IPC handles), which need no file an owner could
+    hold. Where they do not (0660 for a ``video`` group), ``nobody``
     could not start CUDA, and the child stays uid 0, as its ``sandbox`` flag says. A trusted
     child never runs candidate code and stays the uid that started it: its writable dirs are
     every child's (the temp dir)."""
