@@ -366,7 +366,7 @@ def test_each_child_runs_alone_while_the_other_serves_a_request(tmp_path: Path) 
 
 def test_windows_hold_enough_calls_that_the_hand_off_is_small() -> None:
     """A 1 ms call with a 10 ms hand-off: 100 calls keep the hand-off at a tenth of the work;
-    the memory a window's sets may take caps it (a seventh of the free memory, at least 1 GiB);
+    the memory a window's sets may take caps it (a tenth of the free memory, at least 1 GiB);
     never fewer than four calls."""
     from cudal1_evaluator.parent.conduct import MIN_CALLS, calls_for
 
@@ -374,7 +374,7 @@ def test_windows_hold_enough_calls_that_the_hand_off_is_small() -> None:
     assert calls_for(1.0, 10.0, 1 << 20, roomy, "cuda") == 100
     assert calls_for(1.0, 10.0, 1 << 27, tight, "cuda") == 8  # 8 sets of 128 MiB in 1 GiB
     assert calls_for(1.0, 10.0, 1 << 30, tight, "cuda") == MIN_CALLS
-    assert calls_for(1.0, 10.0, 1 << 27, roomy, "cuda") == 80  # 10 GiB: 80 sets of 128 MiB
+    assert calls_for(1.0, 10.0, 1 << 27, roomy, "cuda") == 56  # 7 GiB: 56 sets of 128 MiB
     assert calls_for(100.0, 1.0, 1, tight, "cpu") == MIN_CALLS
     assert calls_for(0.001, 0.5, 1, tight, "cpu") == 1024  # the most a window holds
 
