@@ -39,7 +39,6 @@ from cudal1_evaluator.parent import gpu_watch, precision, warm, window_gate
 from cudal1_evaluator.parent.output_reader import HostOutputs
 from cudal1_evaluator.parent.timing_checks import (
     ONCE_SHARE,
-    READINGS_KEPT,
     Burst,
     honest_fill_ms,
     means,
@@ -560,7 +559,6 @@ class Conductor:
         honest = self._readings.setdefault(kind, [])
         if side == "reference":
             honest.append(took_ms)
-            del honest[:-READINGS_KEPT]
         elif side == "candidate":
             _hold(reading_pad_ms(took_ms, honest))
         return reading
@@ -1010,7 +1008,8 @@ class Conductor:
                 empty = self._window("reference", []).wall_ms
                 continue
             bursts[side], checked = self._side_window(side, sizes[side])
-            results = checked if side == "candidate" else results
+            if side == "candidate":
+                results = checked
         if self.copy_outputs and any(r.get("reused") for r in results):
             self._copies_not_made()  # copying, outputs still share memory: no call unchecked
         retimed = any(r.get("reused") for r in results) and not self.copy_outputs

@@ -46,6 +46,12 @@ def stderr_lines(text: str, n: int = 15) -> str:
     return "\n".join(lines[-n:])
 
 
+def with_stderr(head: str, stderr_tail: str, n: int = 15) -> str:
+    """``head``, then the last ``n`` lines the process wrote to stderr, if it wrote any."""
+    tail = stderr_lines(stderr_tail, n)
+    return f"{head}\nlast stderr lines:\n{tail}" if tail else head
+
+
 def crash_message(outcome: Outcome, memory_mb: int | None) -> str:
     if outcome.disk_exceeded:
         head = diskcap.message(outcome.disk_exceeded)
@@ -56,8 +62,7 @@ def crash_message(outcome: Outcome, memory_mb: int | None) -> str:
         head = f"the evaluation process died: {what} ({outcome.signal_name})"
     else:
         head = f"the evaluation process exited with code {outcome.returncode} without a verdict"
-    tail = stderr_lines(outcome.stderr_tail)
-    return f"{head}\nlast stderr lines:\n{tail}" if tail else head
+    return with_stderr(head, outcome.stderr_tail)
 
 
 def _process_failure(job: Job, outcome: Outcome) -> tuple[Status, str] | None:
@@ -65,9 +70,9 @@ def _process_failure(job: Job, outcome: Outcome) -> tuple[Status, str] | None:
         return "timeout", "cancelled"
     if outcome.timed_out:
         stage = outcome.last_stage or "startup"
-        head = f"timed out after {job.timeout_s:g} s (during {stage})"
-        tail = stderr_lines(outcome.stderr_tail)  # where a hang was, when it said anything
-        return "timeout", f"{head}\nlast stderr lines:\n{tail}" if tail else head
+        # with where a hang was, when it said anything
+        return "timeout", with_stderr(f"timed out after {job.timeout_s:g} s (during {stage})",
+                                      outcome.stderr_tail)
     return None
 
 
@@ -206,9 +211,8 @@ def _runtime_message(report: WorkerReport | None, ev: Evidence, outcome: Outcome
     if report is None:
         crash = crash_message(outcome, None)
         return f"{crash}\n(protocol: {ev.protocol_error})" if ev.protocol_error else crash
-    tail = stderr_lines(outcome.stderr_tail, 8)
     text = error or ev.protocol_error or "the evaluation stopped before it finished"
-    return f"{text}\nlast stderr lines:\n{tail}" if tail and report.error_kind else text
+    return with_stderr(text, outcome.stderr_tail, 8) if report.error_kind else text
 
 
 def _message(status: Status, report: WorkerReport | None, ev: Evidence, outcome: Outcome,
