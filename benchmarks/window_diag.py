@@ -1,5 +1,8 @@
 """Where a trusted window's time goes (parent side): fill, the runner's request, the seal, per
-window, for one evaluation. ``python benchmarks/window_diag.py PROBLEM CANDIDATE [DEVICE]``.
+window, for one evaluation. ``python benchmarks/window_diag.py PROBLEM CANDIDATE [DEVICE]
+[DIVISOR]``: DIVISOR, when given, sizes a window's sets at that fraction of the free device
+memory (1/DIVISOR) instead of the evaluator's own share, to see how the windows' memory moves
+the per-call times; the device's peak memory in use is printed (``nvidia-smi``, polled).
 
 It wraps the parent's own request methods (trusted code, this process only) to time each
 step, and prints one line per window and the calls per window chosen.
@@ -8,7 +11,9 @@ step, and prints one line per window and the calls per window chosen.
 from __future__ import annotations
 
 import statistics
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -69,16 +74,41 @@ def _timed(name: str, method: Any) -> Any:
     return wrapper
 
 
+def _poll_memory(stop: threading.Event, peak: list[int]) -> None:
+    """The device's memory in use (MiB, every process), its peak kept in ``peak[0]``."""
+    while not stop.wait(0.25):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used,memory.total",
+                                  "--format=csv,noheader,nounits", "-i", "0"],
+                                 capture_output=True, text=True, timeout=5).stdout
+            used, total = (int(x) for x in out.split(",")[:2])
+        except (OSError, ValueError, subprocess.SubprocessError):
+            return
+        peak[0], peak[1] = max(peak[0], used), total
+
+
 def main() -> None:
     problem, candidate = (Path(p).read_text() for p in sys.argv[1:3])
     device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+    if len(sys.argv) > 4:
+        divisor = int(sys.argv[4])
+        conduct.window_bytes = lambda dev, free: (  # type: ignore[assignment]
+            conduct.WINDOW_BYTES["cpu"] if not dev.startswith("cuda")
+            else max(conduct.WINDOW_BYTES["cuda"], free // divisor))
+    peak = [0, 0]
+    stop = threading.Event()
+    if device.startswith("cuda"):
+        threading.Thread(target=_poll_memory, args=(stop, peak), daemon=True).start()
     conduct.Conductor.ACCOUNT_LOOP = True  # the runners' own account of their loops
     conduct.Conductor._ask_referee = _timed("referee", conduct.Conductor._ask_referee)  # type: ignore[method-assign]
     conduct.Conductor._ask_runner = _timed("runner", conduct.Conductor._ask_runner)  # type: ignore[method-assign]
     conduct.Conductor._window = _timed_window(conduct.Conductor._window)  # type: ignore[method-assign]
     result = launch.evaluate(Job(problem_source=problem, candidate_source=candidate,
                                  device=device, timing_budget_s=3.0, profile=False))
+    stop.set()
     print(result.status, result.speedup, result.message.splitlines()[0])
+    if peak[1]:
+        print(f"device memory in use at most {peak[0]} MiB of {peak[1]} MiB")
     by: dict[str, list[float]] = {}
     for name, op, ms in steps:
         by.setdefault(f"{name}:{op}", []).append(ms)

@@ -511,10 +511,21 @@ class Conductor:
                 self._no_escape(before, settled)
             reply, at_read, sealed, copy = self._calls(side, ids, values)
             wall_ms = (time.perf_counter_ns() - started) / 1e6
-        credit = fill_ms if not ids else min(fill_ms, honest_fill_ms(self.ev.fills, len(ids)))
+        return reply, at_read, sealed, wall_ms - self._fill_credit(side, len(ids), fill_ms), copy
+
+    def _fill_credit(self, side: str, sets: int, fill_ms: float) -> float:
+        """What of a window's fill comes off its wall time: at most what the reference's
+        fills of as many sets take (``honest_fill_ms``), for every side by the same rule, so
+        a fill slower than usual costs the reference what it costs the candidate (credited
+        in full on the reference alone, the candidate paid the fill's spread above the median
+        every window). The reference's first fills of a size, with none before to go by, are
+        credited in full; the candidate's windows come after the reference's."""
+        honest = honest_fill_ms(self.ev.fills, sets)
         if side != "candidate":
-            self.ev.fills.setdefault(len(ids), []).append(fill_ms)
-        return reply, at_read, sealed, wall_ms - credit, copy
+            self.ev.fills.setdefault(sets, []).append(fill_ms)
+            if honest <= 0.0:
+                return fill_ms
+        return min(fill_ms, honest)
 
     def _calls(self, side: str, ids: list[int], values: list[list[object]],
                ) -> tuple[Reply, CpuReading | None, Reply, bool]:
@@ -550,17 +561,20 @@ class Conductor:
         return reading if side == "candidate" else None
 
     def _reading(self, side: str, kind: str) -> CpuReading | None:
-        """A runner read at rest on the clock (``_at_rest``), the candidate's held at least as
-        long as the reference's readings of this ``kind`` take (``reading_pad_ms``): the
-        reference's come off both sides with the hand-off."""
+        """A runner read at rest on the clock (``_at_rest``), held at least as long as the
+        reference's readings of this ``kind`` take (``reading_pad_ms``): the reference's come
+        off both sides with the hand-off. Every side is held by the same rule, the
+        reference's own windows (empty ones included) too: held on the candidate's alone,
+        the pad would cost it what a reading's spread above the median costs (0.1-0.3 ms a
+        window), and a window of few calls (a large memory-bound problem) read slower."""
         started = time.perf_counter()
         reading = _at_rest(self.runners[side], LOOK_POLL_S)
         took_ms = (time.perf_counter() - started) * 1e3
         honest = self._readings.setdefault(kind, [])
+        pad_ms = reading_pad_ms(took_ms, honest)
         if side == "reference":
             honest.append(took_ms)
-        elif side == "candidate":
-            _hold(reading_pad_ms(took_ms, honest))
+        _hold(pad_ms)
         return reading
 
     def _candidate_cpu(self) -> CpuReading | None:

@@ -384,3 +384,32 @@ def test_a_candidates_reading_at_rest_is_held_as_long_as_the_references() -> Non
     assert reading_pad_ms(2.8, [1.5, 1.6, 1.4]) == 0.0
     old = [9.0] * 100 + [1.0] * READINGS_KEPT  # only the latest readings count
     assert reading_pad_ms(0.5, old) == pytest.approx(0.5)
+
+
+def test_every_side_is_held_to_the_references_reading_by_the_same_rule(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reading's pad and a fill's credit follow one rule for every side: held on the
+    candidate's side alone, the spread of the reference's readings and fills above their
+    median was the candidate's every window (a run of 30 Nov on an H200: memory-bound
+    candidates read 0.3-0.6 ms a call slow in windows of 6-12 calls)."""
+    from types import SimpleNamespace
+
+    from cudal1_evaluator.parent import conduct
+
+    held: list[float] = []
+    monkeypatch.setattr(conduct, "_hold", held.append)
+    monkeypatch.setattr(conduct, "_at_rest", lambda running, poll: None)
+    fake = SimpleNamespace(runners={"reference": None, "candidate": None},
+                           _readings={"filled": [1.0, 1.0, 1.0]})
+    conduct.Conductor._reading(fake, "reference", "filled")  # type: ignore[arg-type]
+    conduct.Conductor._reading(fake, "candidate", "filled")  # type: ignore[arg-type]
+    assert held == [pytest.approx(1.0, abs=0.05)] * 2
+    assert len(fake._readings["filled"]) == 4  # the reference's reading is kept, not the other
+
+    fills = SimpleNamespace(ev=SimpleNamespace(fills={}))
+    credit = conduct.Conductor._fill_credit
+    assert credit(fills, "reference", 4, 3.0) == 3.0  # type: ignore[arg-type]  # none before
+    assert credit(fills, "reference", 4, 2.0) == 2.0  # type: ignore[arg-type]
+    assert credit(fills, "reference", 4, 4.0) == 2.5  # type: ignore[arg-type]  # like the other
+    assert credit(fills, "candidate", 4, 4.0) == 3.0  # type: ignore[arg-type]
+    assert fills.ev.fills[4] == [3.0, 2.0, 4.0]  # the candidate's fill is no measure
