@@ -20,15 +20,17 @@ _MAX_ROUNDS = 64  # a continued process forking while we look is caught on a lat
 
 
 def _proc_bytes(path: str) -> bytes:
-    """A small ``/proc`` file's bytes (one page is enough for ``stat``, ``schedstat`` and a
-    thread's ``children``), read with plain system calls: a reading at rest sweeps two such
-    files a task, on the clock, and ``pathlib``'s per-call overhead was half of a sweep's
-    cost (1 ms for a runner of 40 tasks). Raises OSError as ``open`` does."""
+    """A ``/proc`` file's bytes to its end, read with plain system calls: a reading at rest
+    sweeps two such files a task, on the clock, and ``pathlib``'s per-call overhead was half
+    of a sweep's cost (1 ms for a runner of 40 tasks). Read until a read returns nothing: a
+    seq_file hands back whole records per read, under its buffer's size (4092 bytes of a
+    ``children`` list, about 680 pids), so a short read is no end (a fresh-eyes review hid
+    900 processes past it from every reading). Raises OSError as ``open`` does."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        chunks = [os.read(fd, 4096)]
-        while len(chunks[-1]) == 4096:  # a long ``children`` list
-            chunks.append(os.read(fd, 4096))
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
         return b"".join(chunks)
     finally:
         os.close(fd)

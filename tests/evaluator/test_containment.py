@@ -436,6 +436,31 @@ def test_a_reading_is_at_rest_only_once_two_sweeps_agree_on_a_stopped_process() 
         busy.wait()
 
 
+def test_a_sweep_finds_every_child_of_a_process_with_a_long_children_list() -> None:
+    """A ``children`` file is a seq_file: one read gives 4092 bytes of it, about 680 pids.
+    A reading that stopped at its first read missed every process past them and all below,
+    their CPU time and their states (fresh-eyes review of 2026-11-30: 900 decoys hid a
+    helper that computed outputs while "stopped")."""
+    count = 800
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import os, signal, sys
+        for _ in range({count}):
+            if os.fork() == 0:
+                signal.pause()
+                os._exit(0)
+        print("forked", flush=True)
+        signal.pause()
+        """)], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().strip() == b"forked"
+        found = pidtree.descendants(parent.pid)
+        assert len(set(found)) == count
+        assert len(pidtree.cpu_ns([parent.pid, *found]).tasks) == count + 1
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
+
+
 def test_a_cpu_child_keeps_freed_memory_as_every_other_child_does(tmp_path: Path) -> None:
     """Both runners of a CPU evaluation start with the same allocator setting (freed memory
     kept for reuse, as CUDA's caching allocator does); a CUDA job's children are left as
