@@ -145,6 +145,7 @@ def descendants(init: int) -> list[int]:
     """Host pids below ``init`` (every process of its namespace but itself: orphans are
     re-parented to it), through the ``children`` files: no scan of ``/proc``."""
     found: list[int] = []
+    seen: set[int] = set()  # a set: a runner of 900 processes is not swept in quadratic time
     frontier = [init]
     while frontier:
         pid = frontier.pop()
@@ -154,7 +155,8 @@ def descendants(init: int) -> list[int]:
             except OSError:
                 continue
             for kid in kids:  # bytes: digits, else skipped
-                if kid.isdigit() and int(kid) not in found:
+                if kid.isdigit() and int(kid) not in seen:
+                    seen.add(int(kid))
                     found.append(int(kid))
                     frontier.append(int(kid))
     return found
