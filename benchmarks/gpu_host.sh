@@ -18,7 +18,8 @@
 # "memdiag phases window" (the default), "noise", "forge", "vmmfd" and "waitvalue"; empty:
 # none),
 # CORPUS_OPTS (compare_gpu.py options added to every corpus job, e.g. --only NAME...),
-# EXPLOITS_FIRST (non-empty: the exploit shards before the corpus's), TESTS_FIRST (non-empty:
+# EXPLOITS_FIRST (non-empty: the exploit shards before the corpus's), SCALING_LAST (non-empty:
+# scaling after the queue, so a cut clock cuts it rather than the queue), TESTS_FIRST (non-empty:
 # the tests job first of all), EXPLOIT_CASES (names: one
 # exploit job of those cases instead of the shards), TESTS (pytest options of a last job,
 # `pytest -m gpu`, which sees every GPU, its own first).
@@ -41,10 +42,11 @@ widths=()
 for w in ${WIDTHS-1 2 4 8}; do [ "$w" -le "$gpus" ] && widths+=("$w"); done
 log "$gpus GPUs, $(nproc) cores; scaling widths ${widths[*]}"
 
-# -- 1. scaling, alone on the host ------------------------------------------------------
+# -- 1. scaling, alone on the host (SCALING_LAST: after the queue, still alone) -------
 S=$OUT/scaling
 mkdir -p "$S"
-scaling_end=$(( SECONDS + ${SCALING_S:-660} ))
+scaling() {
+local scaling_end=$(( SECONDS + ${SCALING_S:-660} )) budget
 for w in "${widths[@]}"; do
   budget=$(( scaling_end - SECONDS ))
   if [ "$budget" -lt 60 ]; then log "scaling: no time left for width $w"; break; fi
@@ -55,6 +57,8 @@ for w in "${widths[@]}"; do
   log "scaling: width $w ended, exit $?"
   tail -12 "$S/width$w.log"
 done
+}
+[ -z "${SCALING_LAST:-}" ] && scaling
 
 # -- 2. the corpus's builds, before any of its timing -------------------------------------
 B=/tmp/corpus-builds
@@ -119,3 +123,4 @@ for g in $(seq 0 $(( gpus - 1 ))); do worker "$g" & done
 wait
 log "all jobs done"
 for f in "$OUT"/q/j*/session.log; do echo "== $f"; tail -8 "$f" | cut -c1-240; done
+[ -n "${SCALING_LAST:-}" ] && scaling
