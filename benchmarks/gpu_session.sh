@@ -66,11 +66,11 @@ run_step() {
       local cap; cap=$(left 60); [ -n "${EXPLOITS_S:-}" ] && [ "$EXPLOITS_S" -lt "$cap" ] \
         && cap=$EXPLOITS_S  # EXPLOITS_S: start no case after that many seconds of this step
       timeout "$(left 10)" python3 tests/exploits/suite.py cuda --deadline-s "$cap" \
-        --json "$OUT/exploits_$step.json" "${only[@]}" > "$OUT/exploits_$step.log" 2>&1
+        --show-log --json "$OUT/exploits_$step.json" "${only[@]}" > "$OUT/exploits_$step.log" 2>&1
       grep -E "^\[|deadline|as expected" "$OUT/exploits_$step.log" | tail -45 ;;
     exploit-shard)
       timeout "$(left 10)" python3 tests/exploits/suite.py cuda --deadline-s "$(left 60)" \
-        --json "$OUT/exploits_$step.json" --shard "$1" > "$OUT/exploits_$step.log" 2>&1
+        --show-log --json "$OUT/exploits_$step.json" --shard "$1" > "$OUT/exploits_$step.log" 2>&1
       grep -E "^\[|deadline|as expected" "$OUT/exploits_$step.log" | tail -45 ;;
     watch)
       timeout "$(left 5)" python3 benchmarks/gpu_watch_diag.py 2>&1 | tee "$OUT/gpu_watch.log" ;;
