@@ -2,10 +2,15 @@
 "A window's later inputs are visible at its first call"): a runner process rings a doorbell
 word in a shared page after each call, a trusted process sees it, copies the next input set
 into the next slot and rings back. Prints, per set size, the round trip of the doorbell
-alone (median and p90, µs) and the copy's time (median, ms): the round trip is what every
-call would pay on the clock, the copy what would stay off it.
+alone (median and p90, µs) and the copy's time (median, ms).
 
-    python benchmarks/doorbell_latency.py [--calls 2000] [--sizes 16K,1M,16M]
+``--mode memfd`` measures the design a review settled on instead (security.md, Known limits):
+each set in a fresh memfd, written by the trusted side, its descriptor sent over a socket
+pair (``SCM_RIGHTS``), mapped by the runner (``MAP_POPULATE``), the runner's doorbell an
+eventfd both sides block on: per call, the write, the hand-over and mapping, and the round
+trip, each a median (ms).
+
+    python benchmarks/doorbell_latency.py [--calls 2000] [--sizes 16K,1M,16M] [--mode memfd]
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import mmap
 import os
+import socket
 import statistics
 import struct
 import time
@@ -65,11 +71,56 @@ def measure(calls: int, size: int) -> tuple[float, float, float]:
             statistics.median(copies) if copies else 0.0)
 
 
+def _memfd_runner(sock: socket.socket, ring: int, calls: int, size: int) -> None:
+    """Per call: take the set's descriptor, map it populated, read one word, ring."""
+    for _ in range(calls):
+        _, fds, _, _ = socket.recv_fds(sock, 16, 1)
+        view = mmap.mmap(fds[0], size, mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                         mmap.PROT_READ)
+        WORD.unpack_from(view, size - 8)
+        view.close()
+        os.close(fds[0])
+        os.eventfd_write(ring, 1)
+    os._exit(0)
+
+
+def measure_memfd(calls: int, size: int, staging: bytes) -> tuple[float, float, float]:
+    """Medians, ms: the set written into a fresh memfd, its hand-over to the runner's ring
+    (descriptor sent, mapped, rung), and the same with an empty set (the round trip)."""
+    here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ring = os.eventfd(0)
+    pid = os.fork()
+    if pid == 0:
+        here.close()
+        _memfd_runner(there, ring, calls, size)
+    there.close()
+    writes, handovers = [], []
+    for _ in range(calls):
+        started = time.perf_counter_ns()
+        fd = os.memfd_create("set", os.MFD_CLOEXEC)
+        os.ftruncate(fd, size)
+        os.pwrite(fd, staging, 0)
+        written = time.perf_counter_ns()
+        socket.send_fds(here, [b"s"], [fd])
+        os.eventfd_read(ring)
+        handovers.append((time.perf_counter_ns() - written) / 1e6)
+        writes.append((written - started) / 1e6)
+        os.close(fd)
+    os.waitpid(pid, 0)
+    here.close()
+    os.close(ring)
+    return statistics.median(writes), statistics.median(handovers), 0.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--sizes", default="0,16K,1M,16M,64M")
+    parser.add_argument("--mode", choices=("spin", "memfd"), default="spin")
     args = parser.parse_args()
+    if args.mode == "memfd":
+        _memfd_table(args)
+        return
     print(f"{os.cpu_count()} CPUs; {args.calls} calls a size; spin on both sides")
     print("| set | round trip, µs (median) | p90 | copy, ms (median) |")
     print("| --- | --- | --- | --- |")
@@ -78,6 +129,18 @@ def main() -> None:
         calls = args.calls if size < (16 << 20) else max(50, args.calls // 40)
         median, p90, copy = measure(calls, size)
         print(f"| {text} | {median:.1f} | {p90:.1f} | {copy:.3f} |")
+
+
+def _memfd_table(args: argparse.Namespace) -> None:
+    print(f"{os.cpu_count()} CPUs; a fresh memfd a set, eventfd doorbell (blocking)")
+    print("| set | write, ms | hand-over + map + ring, ms |")
+    print("| --- | --- | --- |")
+    for text in args.sizes.split(","):
+        size = max(_parse_size(text), mmap.PAGESIZE)
+        calls = args.calls if size < (16 << 20) else max(30, args.calls // 40)
+        staging = os.urandom(size)
+        write, handover, _ = measure_memfd(calls, size, staging)
+        print(f"| {text} | {write:.3f} | {handover:.3f} |")
 
 
 if __name__ == "__main__":
