@@ -46,19 +46,19 @@ log "$gpus GPUs, $(nproc) cores; scaling widths ${widths[*]}"
 S=$OUT/scaling
 mkdir -p "$S"
 scaling() {
-local scaling_end=$(( SECONDS + ${SCALING_S:-660} )) budget
-for w in "${widths[@]}"; do
-  budget=$(( scaling_end - SECONDS ))
-  if [ "$budget" -lt 60 ]; then log "scaling: no time left for width $w"; break; fi
-  log "scaling: width $w, at most $budget s"
-  timeout "$budget" python3 benchmarks/scaling.py --widths "$w" --problems "${PROBLEMS:-10}" \
-    --candidates 2 --timing-budget 2 --build-dir /tmp/scaling-builds \
-    --results "$S/scaling.json" --out "$S" > "$S/width$w.log" 2>&1
-  log "scaling: width $w ended, exit $?"
-  tail -12 "$S/width$w.log"
-done
+  local scaling_end=$(( SECONDS + ${SCALING_S:-660} )) budget
+  for w in "${widths[@]}"; do
+    budget=$(( scaling_end - SECONDS ))
+    if [ "$budget" -lt 60 ]; then log "scaling: no time left for width $w"; break; fi
+    log "scaling: width $w, at most $budget s"
+    timeout "$budget" python3 benchmarks/scaling.py --widths "$w" --problems "${PROBLEMS:-10}" \
+      --candidates 2 --timing-budget 2 --build-dir /tmp/scaling-builds \
+      --results "$S/scaling.json" --out "$S" > "$S/width$w.log" 2>&1
+    log "scaling: width $w ended, exit $?"
+    tail -12 "$S/width$w.log"
+  done
 }
-[ -z "${SCALING_LAST:-}" ] && scaling
+if [ -z "${SCALING_LAST:-}" ]; then scaling; fi
 
 # -- 2. the corpus's builds, before any of its timing -------------------------------------
 B=/tmp/corpus-builds
@@ -123,4 +123,4 @@ for g in $(seq 0 $(( gpus - 1 ))); do worker "$g" & done
 wait
 log "all jobs done"
 for f in "$OUT"/q/j*/session.log; do echo "== $f"; tail -8 "$f" | cut -c1-240; done
-[ -n "${SCALING_LAST:-}" ] && scaling
+if [ -n "${SCALING_LAST:-}" ]; then scaling; fi
