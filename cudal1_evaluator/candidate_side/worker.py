@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -37,7 +37,7 @@ from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.wire.channel import WorkerChannel
 from cudal1_evaluator.wire.cuda_ipc import Exporter
 from cudal1_evaluator.wire.report import WorkerReport
-from cudal1_evaluator.wire.talk import ARENA_FDS, Handler, Peer, serve
+from cudal1_evaluator.wire.talk import ARENA_FDS, SET_FDS, WINDOW_POLL_S, Handler, Peer, serve
 from cudal1_evaluator.wire.talk_messages import (
     Attach,
     BurstRequest,
@@ -52,7 +52,12 @@ from cudal1_evaluator.wire.talk_messages import (
     TrialOutputs,
     WorkerInit,
 )
-from cudal1_evaluator.wire.tensor_exchange import copyable, deliver_into, populate
+from cudal1_evaluator.wire.tensor_exchange import (
+    copyable,
+    deliver_into,
+    open_host_set,
+    populate,
+)
 
 BLOCKED = "blocked by the evaluator"
 WATCHED_CALLS = (2, 3)  # correctness calls whose aten dtypes are watched
@@ -82,6 +87,8 @@ class Worker:
         # through the next window, so no new output can lie where they do (the parent checks),
         # and freed outside every window, on both sides (their frees are no one's work)
         self.held: list[Any] = []  # the last window's outputs, until ``describe``
+        self.table: list[str] = []  # the allocations the window's outputs lie in, so far
+        self.index: dict[bytes, int] = {}  # an allocation's handle -> its place in ``table``
         self.exporter = Exporter()
 
     def phase(self, name: str, step: Callable[[], None]) -> None:
@@ -295,12 +302,21 @@ class Worker:
                 populate(value)
         return {}
 
-    def _slots(self, values: list[list[Any]]) -> list[tuple[list[Any], list[Any]]]:
-        """Slot J's shared inputs, with the request's non-tensor values in their places."""
-        if len(values) > len(self.pool):
-            raise ValueError(f"{len(values)} calls for a pool of {len(self.pool)} slots")
-        return [([v if v is not None else t for t, v in zip(inputs, plain, strict=True)], bufs)
-                for (inputs, bufs), plain in zip(self.pool, values, strict=False)]
+    def _slots(self, values: list[list[Any]], first: int = 0, sets: Sequence[int] = ()
+               ) -> list[tuple[list[Any], list[Any]]]:
+        """Slots ``first``.. with the request's non-tensor values in their places. ``sets``:
+        the calls' input sets, one descriptor each, handed over with the request (host
+        windows); else the inputs are the slots' own."""
+        if first < 0 or first + len(values) > len(self.pool):
+            raise ValueError(f"calls {first}..{first + len(values) - 1} for a pool of "
+                             f"{len(self.pool)} slots")
+        if sets and len(sets) != len(values):
+            raise ValueError(f"{len(values)} calls with {len(sets)} input sets")
+        chosen = self.pool[first:first + len(values)]
+        inputs = [open_host_set(fd, ins) for fd, (ins, _) in zip(sets, chosen, strict=True)] \
+            if sets else [ins for ins, _ in chosen]
+        return [([v if v is not None else t for t, v in zip(ins, plain, strict=True)], bufs)
+                for ins, (_, bufs), plain in zip(inputs, chosen, values, strict=True)]
 
     def trial(self, msg: Trial) -> TrialOutputs:
         """Two calls on two copies of one fresh set (slots 0 and 1), memory poisoned before
@@ -331,35 +347,38 @@ class Worker:
         return reply
 
     def burst(self, msg: BurstRequest) -> Delivered:
-        """One trusted window: call the module on the fresh sets in slots 0..N-1, say where
-        each output lies (CUDA: in this process's own memory, read in place by the referee)
-        or copy it into the referee's buffer, then wait for the device. The parent's clock
-        runs from before this request until the referee's seal; ``describe`` comes after."""
+        """Calls of one trusted window: the module on the sets of slots ``first``.., each
+        output's place said (CUDA: in this process's own memory, read in place by the
+        referee; host: read by the parent) or copied into the referee's buffer, then the
+        device waited for. The parent releases a window's sets one call at a time (``more``:
+        this request continues the window), so its clock runs from before the first request
+        to the referee's seal; ``describe`` comes after."""
         entered = time.perf_counter()
-        if not self.timing_checked:  # the globals and the guard once more before timing
-            self.timing_checked = True
-            self.rep.add_flags(self.fn.diff_globals(self.globals0, self.fn.snapshot_globals()))
-            self.rep.add_flags(self.guard_findings())
-        held: list[Any] = []
-        if self.away:  # nothing is freed inside a window: what is held goes at ``describe``
-            self.last_window += [*self.held, *self.keep]
-        self.held = held
-        self.keep = []
-        at: list[list[list[int] | None]] = []
-        table: list[str] = []
-        index: dict[bytes, int] = {}
-        where: list[list[list[int] | None]] = []
-        call = self.calls["candidate"]
+        if not msg.get("more"):
+            self._new_window()
+        if self.peer is not None and self.h.clock.is_cuda:  # the next call comes at once
+            self.peer.spin_s = WINDOW_POLL_S
         copy = bool(msg.get("copy"))  # every output into the referee's buffer (static outputs)
-        self.prepare["candidate"]()
         account = bool(msg.get("account"))  # the loop's own account, for diagnostics only
+        deep = account and msg.get("account") != "times"  # with allocations and GPU marks
         clock = time.perf_counter
         spent = {"call": 0.0, "hand_over": 0.0, "sync": 0.0, "before": clock() - entered}
-        allocs = self._device_allocs() if account else 0
-        marks = self._gpu_marks(account)
+        allocs = self._device_allocs() if deep else 0
+        marks = self._gpu_marks(deep)
+        call, held, told = self.calls["candidate"], self.held, len(self.table)
+        at: list[list[list[int] | None]] = []
+        where: list[list[list[int] | None]] = []
+        sets = self.peer.fds if self.peer is not None else []
+        try:
+            slots = self._slots(msg["values"], int(msg.get("first") or 0), sets)
+        finally:
+            if self.peer is not None:
+                self.peer.drop_fds()
         t0 = t1 = 0.0
+        if msg.get("noop"):  # the reference runner's hand-over alone (the parent's yardstick)
+            slots = []
         with self.h.no_grad():
-            for inputs, buffers in self._slots(msg["values"]):
+            for inputs, buffers in slots:
                 if account:
                     t0 = clock()
                 out = call(inputs)
@@ -370,23 +389,37 @@ class Worker:
                     held.append(out)
                     at.append(self._host_places(out, buffers, copy))
                 else:
-                    where.append(self._hand_over(out, buffers, held, table, index, copy))
+                    where.append(self._hand_over(out, buffers, held, copy))
                 if account:
                     spent["call"] += t1 - t0
                     spent["hand_over"] += clock() - t1
-            if not msg["values"]:  # an empty window (the reference runner's): the launch
-                self._touch()       # and device switch a window starts with, and no call
+            if not slots:  # an empty window or a no-op (the reference runner's): the launch
+                self._touch()  # and device switch a window starts with, and no call
             t0 = clock() if account else 0.0
             self.h.clock.sync()
             spent["sync"] = clock() - t0 if account else 0.0
-        reply: Delivered = {"handles": table, "where": where}
+        reply: Delivered = {"handles": self.table[told:], "where": where}
         if self.away:
             reply["at"] = at
         if account:  # nothing reads it as a time (``benchmarks/window_diag.py`` prints it)
             reply["loop_ms"] = {k: round(v * 1e3, 4) for k, v in spent.items()}
-            reply["loop_ms"]["device_allocs"] = self._device_allocs() - allocs
-            reply["loop_ms"].update(marks.summary())
+            if deep:
+                reply["loop_ms"]["device_allocs"] = self._device_allocs() - allocs
+                reply["loop_ms"].update(marks.summary())
         return reply
+
+    def _new_window(self) -> None:
+        """A window's first request: the last checks before timing (once), and the last
+        window's outputs let go (host: held until ``describe``)."""
+        if not self.timing_checked:  # the globals and the guard once more before timing
+            self.timing_checked = True
+            self.rep.add_flags(self.fn.diff_globals(self.globals0, self.fn.snapshot_globals()))
+            self.rep.add_flags(self.guard_findings())
+        if self.away:  # nothing is freed inside a window: what is held goes at ``describe``
+            self.last_window += [*self.held, *self.keep]
+        self.held, self.keep = [], []
+        self.table, self.index = [], {}  # the allocations named so far in this window
+        self.prepare["candidate"]()
 
     def _gpu_marks(self, account: bool) -> GpuMarks:
         return GpuMarks(account and self.h.clock.is_cuda)
@@ -410,8 +443,8 @@ class Worker:
             return [None] * len(buffers)
         return [self._host_place(t, buf, copy) for buf, t in zip(buffers, items, strict=True)]
 
-    def _hand_over(self, out: Any, buffers: list[Any], held: list[Any], table: list[str],
-                   index: dict[bytes, int], copy: bool) -> list[list[int] | None]:
+    def _hand_over(self, out: Any, buffers: list[Any], held: list[Any], copy: bool
+                   ) -> list[list[int] | None]:
         """Hold one call's output; per output, where it lies (read in place), else None after
         copying it into the referee's buffer."""
         held.append(out)
@@ -420,7 +453,8 @@ class Worker:
             return [None] * len(buffers)
         where: list[list[int] | None] = []
         for buf, t in zip(buffers, items, strict=True):
-            found = self.exporter.locate(t, table, index) if copyable(t, buf) and not copy \
+            found = self.exporter.locate(t, self.table, self.index) \
+                if copyable(t, buf) and not copy \
                 else None
             if found is None and copyable(t, buf):
                 self._into(buf, t)
@@ -615,7 +649,7 @@ def run(job: Job, channel: WorkerChannel, *, peer: Peer | None = None,
                 "trial": worker.idle_after(worker.trial), "burst": worker.burst,
                 "describe": worker.idle_after(worker.describe),
                 "let_go": worker.idle_after(worker.let_go)}
-            serve(peer, handlers, on_error, fd_ops={"attach": ARENA_FDS})
+            serve(peer, handlers, on_error, fd_ops={"attach": ARENA_FDS, "burst": SET_FDS})
         if not report.error_kind and worker.guard is not None:
             with worker.h.no_grad():
                 worker.phase("profile", worker.profile)

@@ -35,7 +35,7 @@ from typing import cast
 from cudal1_evaluator.isolation import lifetime, pidtree, sandbox
 from cudal1_evaluator.isolation.pidtree import CpuReading, at_rest
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
-from cudal1_evaluator.parent import gpu_watch, precision, warm, window_gate
+from cudal1_evaluator.parent import gpu_watch, precision, release, warm, window_gate
 from cudal1_evaluator.parent.output_reader import HostOutputs
 from cudal1_evaluator.parent.timing_checks import (
     ONCE_SHARE,
@@ -51,7 +51,15 @@ from cudal1_evaluator.stats import median_rel_ci
 from cudal1_evaluator.verdict_details import PrecisionInfo, SettingsChanged
 from cudal1_evaluator.wire.delivery import SAMPLED_CALLS, sampled_calls, seal_words
 from cudal1_evaluator.wire.report import Recheck
-from cudal1_evaluator.wire.talk import ARENA_FDS, Peer, PeerGone, Reply, close_fds, read_metas
+from cudal1_evaluator.wire.talk import (
+    ARENA_FDS,
+    WINDOW_POLL_S,
+    Peer,
+    PeerGone,
+    Reply,
+    close_fds,
+    read_metas,
+)
 from cudal1_evaluator.wire.talk_messages import (
     CheckResult,
     OutputMeta,
@@ -62,6 +70,8 @@ from cudal1_evaluator.wire.talk_messages import (
 )
 
 MIN_CALLS = 4  # calls per window at least
+NOOP_CALLS = MIN_CALLS  # requests with no call, each time the empty windows are timed (no
+# pool holds fewer slots)
 MAX_CALLS = 1024
 MIN_BURSTS = 6  # windows per side before the loop may stop on a stable median
 ALONE_BURSTS = 3  # the reference alone, before the candidate is imported
@@ -125,6 +135,8 @@ class Evidence:
     round_handoff: list[float] = field(default_factory=list)  # those of the kept rounds
     once_ms: float = 0.0  # what a window of calls pays once (``alone_intercept`` only)
     fills: dict[int, list[float]] = field(default_factory=dict)  # GPU: honest fills by sets
+    steps: list[float] = field(default_factory=list)  # the reference's trusted steps, ms
+    noop: list[float] = field(default_factory=list)  # its requests with no call, ms
     in_place: dict[str, int] = field(default_factory=dict)  # outputs read in place, last window
     side_calls: dict[str, int] = field(default_factory=dict)  # each side's, once sized together
     alone_sized: list[Burst] = field(default_factory=list)  # the reference alone at that size
@@ -285,7 +297,7 @@ def _hold(ms: float) -> None:
 
 
 class Conductor:
-    ACCOUNT_LOOP = False  # runners time their own loops (``benchmarks/window_diag.py`` only)
+    ACCOUNT_LOOP: bool | str = False  # runners time their own loops (``benchmarks/*_diag.py``)
 
     def __init__(self, job: Job, referee: Running, runners: dict[str, Running],
                  on_progress: sandbox.ProgressFn | None) -> None:
@@ -337,18 +349,21 @@ class Conductor:
                 self.on_progress(stage, done, total, note)
 
     @contextlib.contextmanager
-    def _alone(self, runner: Running) -> Iterator[None]:
+    def _alone(self, runner: Running, referee: bool = True) -> Iterator[None]:
         """Only ``runner`` runs while it serves a request: the other runners wait stopped
         outside their own requests, and the referee is stopped for its length (an idle
-        child's spinning threads never take a core from the one being timed). A runner's
-        stop and go are its namespace init's (atomic, no scan of ``/proc``)."""
-        _signal(self.ref, signal.SIGSTOP)
+        child's spinning threads never take a core from the one being timed), unless it
+        has steps to take in it (``referee`` False: a GPU window's). A runner's stop and go
+        are its namespace init's (atomic, no scan of ``/proc``)."""
+        if referee:
+            _signal(self.ref, signal.SIGSTOP)
         _signal(runner, signal.SIGCONT)
         try:
             yield
         finally:
             _signal(runner, signal.SIGSTOP)
-            _signal(self.ref, signal.SIGCONT)
+            if referee:
+                _signal(self.ref, signal.SIGCONT)
 
     def _ask_referee(self, message: Mapping[str, object], max_fds: int = 0) -> Reply:
         """One request to the referee; its reply may carry at most ``max_fds`` descriptors
@@ -379,10 +394,21 @@ class Conductor:
             if message.get("op") != "burst":  # a window checked it right after the fill
                 self._no_escape(self._quiet)  # nothing ran since its last request ended
             self._quiet = None  # it runs now: the next reading is the one to hold it to
+        with self._alone(runner):
+            reply = self._request(side, message, fds)
+        if side == "candidate" and message.get("op") != "burst":
+            self._quiet_since()  # outside any clock; the stop delivered before the probe
+            if self.idle_ms is not None:  # a GPU: nothing to probe on a CPU
+                self._window_end_us = gpu_watch.now_us()
+                self._gpu_idle(f"its {message.get('op')} request")  # the referee's own failures
+        return reply
+
+    def _request(self, side: str, message: Mapping[str, object], fds: Sequence[int] = ()
+                 ) -> Reply:
+        """One request to a runner, as it runs now (``_ask_runner`` runs it alone)."""
+        runner = self.runners[side]
         try:
-            with self._alone(runner):
-                reply = runner.peer.request(message, self.job.timeout_s, runner.alive,
-                                            fds=fds)
+            return runner.peer.request(message, self.job.timeout_s, runner.alive, fds=fds)
         except PeerGone as exc:
             if side == "candidate":
                 self.ev.protocol_error = self.ev.protocol_error or str(exc)
@@ -390,12 +416,6 @@ class Conductor:
                 self.ev.referee_error = f"the {side} runner failed: {exc}"
                 self.ev.referee_failed_after_candidate = self.candidate_ran
             raise
-        if side == "candidate" and message.get("op") != "burst":
-            self._quiet_since()  # outside any clock; the stop delivered before the probe
-            if self.idle_ms is not None:  # a GPU: nothing to probe on a CPU
-                self._window_end_us = gpu_watch.now_us()
-                self._gpu_idle(f"its {message.get('op')} request")  # the referee's own failures
-        return reply
 
     def _new_sets(self, count: int) -> list[int]:
         """``count`` fresh input sets from seeds drawn now, made and kept by the referee."""
@@ -448,26 +468,31 @@ class Conductor:
                 "their end, was killed")
 
     def _window(self, side: str, ids: list[int]) -> Burst:
-        """One trusted window: from the fresh sets becoming visible to the runner to the
-        referee's seal (every output placed and sampled by the referee). On a CPU the referee
-        fills the slots while all of the runner's processes are stopped (they run nothing:
-        ``_no_escape``), evicts the caches, then the clock starts. On a GPU a stopped runner's
-        queued work is not stopped: a stream waiting on a word of its slots would start when
-        the fill writes it, so the clock starts before the fill (``_fill_on_clock``). After
-        every candidate window the GPU must be idle (``_gpu_idle``) and the sampled bytes
+        """One trusted window: from the first set becoming visible to the runner to the
+        referee's seal (every output placed and sampled by the referee), its calls released
+        one at a time (``_released``). On a CPU each set is made in a file of its own while
+        all of the runner's processes are stopped (they run nothing: ``_no_escape``), the
+        caches are evicted, then the clock starts. On a GPU a stopped runner's queued work is
+        not stopped: a stream waiting on a word of its slots would start when the fill
+        writes it, so the clock starts before the fill (``_fill_on_clock``). After every
+        candidate window the GPU must be idle (``_gpu_idle``) and the sampled bytes
         unchanged (the referee's ``check``)."""
         before = self._quiet_since()
         if self.idle_ms is not None:
-            reply, at_read, sealed, wall_ms, copy = self._fill_on_clock(side, ids, before)
+            reply, at_read, sealed, wall_ms, copy, timed = self._fill_on_clock(side, ids, before)
         else:
-            values = self._fill(side, ids)
-            self._ask_referee({"op": "flush"})
-            if side == "candidate":  # nothing of it ran while its inputs were being filled
-                self._no_escape(before)
-            with self.gate.window():  # this evaluation's helper threads wait meanwhile
-                started = time.perf_counter_ns()
-                reply, at_read, sealed, copy = self._calls(side, ids, values)
-                wall_ms = (time.perf_counter_ns() - started) / 1e6
+            values, sets = self._stage_host(side, ids)
+            try:
+                self._ask_referee({"op": "flush"})
+                if side == "candidate":  # nothing of it ran while its sets were being made
+                    self._no_escape(before)
+                with self.gate.window():  # this evaluation's helper threads wait meanwhile
+                    started = time.perf_counter_ns()
+                    reply, at_read, sealed, copy, timed = self._calls(side, ids, values, sets)
+                    wall_ms = (time.perf_counter_ns() - started) / 1e6
+            finally:
+                close_fds(sets)
+            wall_ms -= self._step_credit(side, timed)
         self._window_end_us = gpu_watch.now_us()
         self.host.settle(side, copies=copy)  # where the outputs lay, judged off the clock
         if ids:
@@ -487,20 +512,22 @@ class Conductor:
             # ones before freed now, not in its next window (an empty one would take their
             # frees for a hand-off and take them off every window)
             self._ask_runner(side, {"op": "let_go"})
-        return Burst(len(ids), wall_ms, self.handoff_ms())
+        released = release.credit(timed.requests, self.ev.noop)
+        return Burst(len(ids), wall_ms, self.handoff_ms(), released_ms=released)
 
     def _fill_on_clock(self, side: str, ids: list[int], before: CpuReading | None,
-                       ) -> tuple[Reply, CpuReading | None, Reply, float, bool]:
-        """A GPU window, its fill and cache eviction on the clock: whatever the runner's
-        queued work does once the fill starts is timed. The sets are staged before the clock
-        in the referee's own memory, so the fill is one kernel's copy (no launch gaps where
-        other work could run unseen), then the caches are evicted, in one request. It is
-        credited back at most as much as an honest runner's fill of as many sets
-        (``honest_fill_ms``): work that slows it (kernels take turns with another context's)
+                       ) -> tuple[Reply, CpuReading | None, Reply, float, bool,
+                                  release.Released]:
+        """A GPU window, its first fill and cache eviction on the clock: whatever the
+        runner's queued work does once the fill starts is timed. The sets are staged before
+        the clock in the referee's own memory, so a fill is one kernel's copy (no launch gaps
+        where other work could run unseen). The first is credited back at most as much as an
+        honest runner's (``honest_fill_ms``), the steps between calls likewise
+        (``_step_credit``): work that slows them (kernels take turns with another context's)
         is not. The runner's processes, stopped throughout, are then read at rest, on the
         clock for every side: a candidate that resumed itself during the fill is caught.
-        Returns the calls' reply, the look, the seal, the wall time less the credit, and
-        whether outputs were copied."""
+        Returns the calls' reply, the look, the seal, the wall time less the credits,
+        whether outputs were copied, and what was timed of the calls."""
         self._ask_referee({"op": "stage", "runner": RUNNER[side], "sets": ids})
         with self.gate.window():
             started = time.perf_counter_ns()
@@ -509,9 +536,11 @@ class Conductor:
             settled = self._reading(side, "filled")  # both sides pay it, as for ``_look``
             if side == "candidate":  # it ran nothing from its last request to here
                 self._no_escape(before, settled)
-            reply, at_read, sealed, copy = self._calls(side, ids, values)
+            reply, at_read, sealed, copy, timed = self._calls(side, ids, values)
             wall_ms = (time.perf_counter_ns() - started) / 1e6
-        return reply, at_read, sealed, wall_ms - self._fill_credit(side, len(ids), fill_ms), copy
+        credit = self._fill_credit(side, min(len(ids), 1), fill_ms) + \
+            self._step_credit(side, timed)
+        return reply, at_read, sealed, wall_ms - credit, copy, timed
 
     def _fill_credit(self, side: str, sets: int, fill_ms: float) -> float:
         """What of a window's fill comes off its wall time: at most what the reference's
@@ -527,21 +556,133 @@ class Conductor:
                 return fill_ms
         return min(fill_ms, honest)
 
+    def _step_credit(self, side: str, timed: release.Released) -> float:
+        """What of a window's trusted steps comes off its wall time (``release.credit``):
+        the reference's steps, this window's included, are what honest ones take."""
+        if side != "candidate":
+            self.ev.steps += timed.steps
+        return release.credit(timed.steps, self.ev.steps)
+
+    def _stage_host(self, side: str, ids: list[int]) -> tuple[list[list[object]], list[int]]:
+        """A host window's sets, each in a file of its own made now (the runner stopped, off
+        the clock): their non-tensor values and descriptors (the caller's to close)."""
+        values: list[list[object]] = []
+        fds: list[int] = []
+        release.room_for_sets(len(ids))
+        try:
+            for first, chunk in release.sets_in_chunks(ids) or [(0, [])]:
+                reply = self._ask_referee({"op": "stage", "runner": RUNNER[side],
+                                           "sets": chunk, "first": first},
+                                          max_fds=len(chunk))
+                fds += self.ref.peer.take_fds()
+                values += cast(list[list[object]], reply["values"])
+            if len(fds) != len(ids) or len(values) != len(ids):
+                raise PeerGone(f"the referee staged {len(fds)} sets of {len(ids)}")
+            self.host.note_sets(side, fds)
+        except BaseException:
+            close_fds(fds)
+            raise
+        return values, fds
+
     def _calls(self, side: str, ids: list[int], values: list[list[object]],
-               ) -> tuple[Reply, CpuReading | None, Reply, bool]:
-        """On the clock: the runner's calls on the filled slots and the referee's seal.
-        Returns the reply, the look before the host outputs were read, the seal, and whether
-        outputs were copied."""
+               sets: Sequence[int] = ()) -> tuple[Reply, CpuReading | None, Reply, bool,
+                                                  release.Released]:
+        """On the clock: the runner's calls, released one at a time (``_released``), and the
+        referee's seal. Returns the window's word, the look before the seal, the seal,
+        whether outputs were copied, and what was timed of the calls."""
         copy = side == "candidate" and self.copy_outputs
-        reply = self._ask_runner(side, {"op": "burst", "values": values, "copy": copy,
-                                        "account": self.ACCOUNT_LOOP})
+        timed = release.Released()
+        if ids:
+            reply = self._released(side, values, sets, copy, timed)
+        else:  # an empty window: one request, no call
+            reply = self._ask_runner(side, {"op": "burst", "values": [], "copy": copy,
+                                            "account": self.ACCOUNT_LOOP})
         at_read = self._look(side)  # on the clock, as the read is: each side pays its own
         self.host.read(side, reply, len(ids))  # host outputs: read in by us, on the clock
         handles, sampled = seal_words(reply.get("handles"), reply.get("where"),
                                       sampled_calls(len(ids), self._draw))
         sealed = self._ask_referee({"op": "seal", "runner": RUNNER[side],
                                     "handles": handles, "sampled": sampled})
-        return reply, at_read, sealed, copy
+        return reply, at_read, sealed, copy, timed
+
+    def _released(self, side: str, values: list[list[object]], sets: Sequence[int],
+                  copy: bool, timed: release.Released, noop: bool = False) -> Reply:
+        """Each call's set made visible only once the call before is done: its outputs
+        sampled by us (host; read whole after the window, with the runner stopped), or by
+        the referee, which then copies the next set into its
+        slot (a ``step``; on a host whose runners we may not read, the set is already the
+        runner's file, handed over with the call). The runner runs alone for the whole
+        window, as it did for one request (the referee runs only its steps). Each request
+        and step is timed into ``timed``. The runner's replies merged into one word for the
+        seal."""
+        word = release.empty_word()
+        host = side in self.host.readers
+        last, named = len(values) - 1, 0  # named: the allocations the referee has heard of
+        if side == "candidate":
+            self._quiet = None
+        with self._alone(self.runners[side], referee=host), self._polling(side):
+            for j, plain in enumerate(values):
+                message = release.call_message(j, plain, copy, self.ACCOUNT_LOOP, noop)
+                started = time.perf_counter_ns()
+                release.merge(word, self._request(side, message, sets[j:j + 1]))
+                asked = time.perf_counter_ns()
+                timed.requests.append((asked - started) / 1e6)
+                if host and noop:  # no output to sample
+                    continue
+                if host:
+                    self.host.sample_call(side, word["at"], j)
+                    timed.steps.append((time.perf_counter_ns() - asked) / 1e6)
+                elif j < last:  # the last call's outputs: the seal samples them
+                    timed.steps.append(self._step(side, j, word, named))
+                    named = len(word["handles"])
+        return word
+
+    def _step(self, side: str, done: int, word: Reply, named: int) -> float:
+        """The referee's step after call ``done`` (``Referee.step``: the allocations named
+        since the last one go with it), resumed for it alone; how long it took (ms)."""
+        started = time.perf_counter_ns()
+        self._ask_referee({"op": "step", "runner": RUNNER[side], "done": done,
+                           "handles": word["handles"][named:],
+                           "where": word["where"][done], "release": done + 1})
+        return (time.perf_counter_ns() - started) / 1e6
+
+    @contextlib.contextmanager
+    def _polling(self, side: str) -> Iterator[None]:
+        """On a GPU host, the parent polls for the runner's and the referee's replies
+        through a window's calls (``Peer.spin_s``) rather than sleeping: a wake-up costs
+        more than a fast kernel's call. Not on a CPU, where a core polling is one the runner
+        does not have."""
+        peers = [self.runners[side].peer, self.ref.peer] if self.idle_ms is not None else []
+        for peer in peers:
+            peer.spin_s = WINDOW_POLL_S
+        try:
+            yield
+        finally:
+            for peer in peers:
+                peer.spin_s = 0.0
+
+    def _noop_requests(self, calls: int) -> None:
+        """What handing a call's set over costs the reference runner with no call made (its
+        request's round trip: ``release.credit`` takes each window's requests off by it),
+        on fresh sets as a window's, outside any window. On a GPU with the referee's steps
+        between the requests, as in a window: the GPU's switch back to the runner's context
+        after each step (0.1-0.2 ms on an H200) is a cost of the release, not of the call."""
+        ids = self._new_sets(calls)
+        timed = release.Released()
+        try:
+            if self.idle_ms is not None:
+                values = self._fill("reference", ids)
+                self._released("reference", values, [], False, timed, noop=True)
+            else:
+                values, sets = self._stage_host("reference", ids)
+                try:
+                    self._released("reference", values, sets, False, timed,
+                                   noop=True)
+                finally:
+                    close_fds(sets)
+        finally:
+            self._release(ids)
+        self.ev.noop += timed.requests[1:]  # the first opens a window: its own cost
 
     def _look(self, side: str) -> CpuReading | None:
         """A runner's processes at rest right after its reply (stopped since), the
@@ -630,6 +771,7 @@ class Conductor:
     def _empty_windows(self, count: int) -> None:
         for _ in range(count):
             self.ev.handoff.append(self._window("reference", []).wall_ms)
+        self._noop_requests(NOOP_CALLS)
 
     def _gpu_idle(self, after: str = "its timed window") -> None:
         """Reject work the candidate left running on the GPU after a request (its processes
@@ -668,7 +810,8 @@ class Conductor:
 
     def _check(self, side: str, ids: list[int]) -> list[CheckResult]:
         reply = self._ask_referee({"op": "check", "runner": RUNNER[side], "sets": ids,
-                                   "overwritten": self.host.overwritten.get(side, [])})
+                                   "overwritten": self.host.overwritten.get(side, []),
+                                   "late": self.host.late.get(side, [])})
         return cast(list[CheckResult], reply["results"])  # the trusted referee's reply
 
     def _xdirs(self) -> None:

@@ -20,7 +20,8 @@ import ctypes
 import errno
 import mmap
 import os
-from collections.abc import Iterable
+import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 from cudal1_evaluator.wire.delivery import overwritten
 
 IOV_MAX = 1024  # iovecs one process_vm_readv takes
+SAMPLED_BYTES = 256  # bytes of each output read when its call says it is done (< IOV_MAX)
 ADDRESS_END = 1 << 63  # no place at or past this is a user-space address
 
 
@@ -75,10 +77,11 @@ class OutputReader:
         self.slots: list[list[_Buffer]] = [[_map(path, size) for path, size in outputs]
                                            for outputs in slots]
 
-    def placed(self, at: Any, calls: int) -> list[tuple[int, _Buffer, list[int]]]:
-        """(call, buffer, place) for each output of calls ``0..calls-1`` whose place ``at``
-        names fits its buffer: at most one place an output, whatever the reply holds."""
-        return [(j, buf, place) for j in range(min(calls, len(self.slots)))
+    def placed(self, at: Any, calls: int, first: int = 0
+               ) -> list[tuple[int, _Buffer, list[int]]]:
+        """(call, buffer, place) for each output of calls ``first..calls-1`` whose place
+        ``at`` names fits its buffer: at most one place an output, whatever the reply holds."""
+        return [(j, buf, place) for j in range(first, min(calls, len(self.slots)))
                 for buf, place in zip(self.slots[j], _places(at, j), strict=False)
                 if _fits(place, buf)]
 
@@ -127,6 +130,19 @@ def _fits(place: Any, buf: _Buffer) -> bool:
             and place[1] == buf.size and buf.size > 0)
 
 
+def _read_bytes(pid: int, address: int, offsets: list[int]) -> bytes:
+    """The bytes at ``address + offset`` for each offset, in ``pid``'s memory (a byte that
+    cannot be read comes back as 0: the sample then differs from the output, which is the
+    runner's to have made readable)."""
+    got = ctypes.create_string_buffer(len(offsets))
+    if _readv is None or not offsets:
+        return got.raw
+    local = (_Iovec * 1)(_Iovec(ctypes.addressof(got), len(offsets)))
+    remote = (_Iovec * len(offsets))(*[_Iovec(address + o, 1) for o in offsets])
+    _readv(pid, local, 1, remote, len(offsets), 0)
+    return got.raw
+
+
 def _copy(pid: int, pairs: list[tuple[_Buffer, list[int]]]) -> int:
     if _readv is None or not pairs:
         return 0
@@ -153,6 +169,11 @@ class HostOutputs:
         self._last: dict[str, list[tuple[int, int]]] = {}  # the last window's, merged
         self._copies: dict[str, bool] = {}  # whether the last window's places were copies
         self._inputs: dict[str, dict[tuple[int, int], int]] = {}  # (dev, ino) -> bytes as made
+        self.late: dict[str, list[int]] = {}  # calls written after they said they were done
+        self._samples: dict[str, list[tuple[int, _Buffer, list[int], list[int], bytes]]] = {}
+        self._rng = random.Random(os.urandom(16))  # places no runner can predict
+        self._pool_inputs: dict[str, dict[tuple[int, int], int]] = {}  # the pool's files
+        self._sets: dict[str, dict[tuple[int, int], int]] = {}  # the last window's set files
         self._dir: Path | None = None
 
     def pool_fields(self, worker: int | None) -> dict[str, str]:
@@ -180,6 +201,7 @@ class HostOutputs:
                                             for d in slot["outputs"]] for slot in slots])
         self.workers[side] = worker
         self._inputs[side] = _file_sizes(d for slot in slots for d in slot["inputs"])
+        self._pool_inputs[side] = self._inputs[side]
         return [{"inputs": slot["inputs"],
                  "outputs": [{"kind": "away", "dtype": d["dtype"], "shape": d["shape"],
                               "numel": d["numel"]} for d in slot["outputs"]]}
@@ -195,6 +217,33 @@ class HostOutputs:
         reader.read(self.workers[side], placed)
         self._read[side] = [(place[0], place[0] + place[1], j) for j, _, place in placed]
 
+    def sample_call(self, side: str, at: list[Any], j: int) -> None:
+        """Call ``j``'s outputs read at ``SAMPLED_BYTES`` places drawn now, as soon as the
+        runner says the call is done and before the next call's set is handed over (the
+        runner still runs: a torn read only hurts it). The whole outputs are read after the
+        window with the runner stopped (``read``); a sampled byte that differs then was
+        written after the call said it was done (``late``)."""
+        reader = self.readers.get(side)
+        if reader is None:
+            return
+        if j == 0:
+            self._samples[side] = []
+        for _, buf, place in reader.placed(at, j + 1, first=j):
+            offsets = [self._rng.randrange(buf.size) for _ in range(SAMPLED_BYTES)]
+            seen = _read_bytes(self.workers[side], place[0], offsets)
+            self._samples[side].append((j, buf, place, offsets, seen))
+
+    def note_sets(self, side: str, fds: Sequence[int]) -> None:
+        """The files of a window's input sets (handed to the runner one call at a time):
+        an output that is a view of its input lies in one, as in a pool input's file. The
+        last window's stay known too (its outputs are held through this one)."""
+        if side not in self.readers:
+            return
+        made = {(st.st_dev, st.st_ino): st.st_size for st in map(os.fstat, fds)}
+        self._inputs[side] = {**self._pool_inputs.get(side, {}),
+                              **self._sets.get(side, {}), **made}
+        self._sets[side] = made
+
     def settle(self, side: str, *, window: bool = True, copies: bool = False) -> None:
         """After the clock: which calls' outputs a later call overwrote, and (``window``)
         which lie where the last window's outputs lay, which the runner still holds (its own
@@ -205,6 +254,7 @@ class HostOutputs:
             return
         spans = self._read.pop(side, [])
         self.overwritten[side] = sorted(overwritten(spans))
+        self.late[side] = self._late(side, spans)
         if not window:
             return
         if self._copies.get(side, copies) != copies:
@@ -215,6 +265,17 @@ class HostOutputs:
         except Exception:  # the runner's maps are the candidate's to shape
             self.held_over[side] = sorted({j for _, _, j in spans})
         self._last[side] = _merged((start, end) for start, end, _ in spans)
+
+    def _late(self, side: str, spans: list[tuple[int, int, int]]) -> list[int]:
+        """Calls whose outputs, read whole after the window from where they were sampled,
+        differ at a sampled place from what the sample read when the call said it was done
+        (a call whose memory a later call took is ``overwritten``, not late)."""
+        read = {(start, j) for start, _end, j in spans}
+        taken = set(self.overwritten.get(side, []))
+        late = {j for j, buf, place, offsets, seen in self._samples.pop(side, [])
+                if (place[0], j) in read and j not in taken
+                and bytes(buf.mapped[o] for o in offsets) != seen}
+        return sorted(late)
 
     def _held_over(self, side: str, spans: list[tuple[int, int, int]]) -> list[int]:
         """Calls whose output overlaps one of the last window's, except an output inside the

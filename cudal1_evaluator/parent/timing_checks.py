@@ -42,11 +42,15 @@ class Burst:
     wall_ms: float = 0.0
     handoff_ms: float = 0.0
     once_ms: float = 0.0  # the part of ``handoff_ms`` a window of calls pays once (``once_cost``)
+    released_ms: float = 0.0  # its calls' hand-overs, each at most an honest one's (``release``)
 
     def mean_ms(self) -> float:
-        """Per call, the hand-off taken off (never more than ``HANDOFF_MOST`` of the window: a
-        window that is mostly hand-off is sized wrong, and what is left is an upper bound)."""
-        work = max(self.wall_ms - self.handoff_ms, (1.0 - HANDOFF_MOST) * self.wall_ms)
+        """Per call, the hand-off taken off, the window's and its calls' (never more than
+        ``HANDOFF_MOST`` of the window: a window that is mostly hand-off is sized wrong, what
+        is left is an upper bound, and a runner of its own that hands over faster than ours
+        earns no more than that)."""
+        taken = self.handoff_ms + self.released_ms
+        work = max(self.wall_ms - taken, (1.0 - HANDOFF_MOST) * self.wall_ms)
         return work / max(1, self.calls)
 
 

@@ -42,9 +42,9 @@ from cudal1_evaluator.schema import Job
 from cudal1_evaluator.trusted import envinfo
 from cudal1_evaluator.trusted.sealing import Placer, WindowSeal
 from cudal1_evaluator.wire.cuda_ipc import Arena
-from cudal1_evaluator.wire.delivery import is_index
+from cudal1_evaluator.wire.delivery import MAX_HANDLES, is_index
 from cudal1_evaluator.wire.report import WorkerReport
-from cudal1_evaluator.wire.talk import Handler, Peer, WithFds, serve
+from cudal1_evaluator.wire.talk import WINDOW_POLL_S, Handler, Peer, WithFds, serve
 from cudal1_evaluator.wire.talk_messages import (
     Check,
     Checked,
@@ -63,11 +63,13 @@ from cudal1_evaluator.wire.talk_messages import (
     Sealed,
     SetIds,
     SlotDesc,
+    Step,
 )
 from cudal1_evaluator.wire.tensor_exchange import (
     arena_bytes,
     export,
     export_tensor,
+    host_set,
     poison_value,
     poisoned_like,
 )
@@ -126,6 +128,7 @@ class Pool:
             self.files += [d[1]["path"] for d in pairs + outs if d[1]["kind"] == "file"]
             self.ends.append(self.arena.used if self.arena is not None else 0)
         self.stage: Staging | None = None  # the referee's one staging area, laid out as here
+        self.host_sets: list[list[Any]] | None = None  # host: the window's sets, one file each
 
     def fill(self, slot: int, values: list[Any]) -> list[Any]:
         """The set's values into the slot, its outputs poisoned; the non-tensor values (the
@@ -138,8 +141,33 @@ class Pool:
             end = self.ends[count - 1]
             copy_by_kernel(self.arena.bytes[:end], self.stage.bytes[:end])
 
+    def fill_staged_slot(self, slot: int) -> None:
+        """Slot ``slot`` alone, staged already, into the arena: a window's sets are
+        released one call at a time."""
+        if self.stage is not None and self.arena is not None and 0 <= slot < len(self.ends):
+            start, end = self.ends[slot - 1] if slot else 0, self.ends[slot]
+            copy_by_kernel(self.arena.bytes[start:end], self.stage.bytes[start:end])
+
+    def stage_host(self, slot: int, values: list[Any]) -> tuple[int, list[Any]]:
+        """A set for slot ``slot`` in a file of its own (``host_set``), the slot's outputs
+        poisoned: its descriptor, and the set's non-tensor values."""
+        fd, views = host_set(values)
+        assert self.host_sets is not None
+        self.host_sets.append(views)
+        for out in self.outputs[slot]:
+            out.fill_(poison_value(out.dtype))
+        return fd, [None if isinstance(v, torch.Tensor) else v for v in values]
+
+    def drop_host_sets(self) -> None:
+        self.host_sets = None
+
+    def window_inputs(self, slot: int) -> list[Any]:
+        """The inputs call ``slot`` of the last window or trial was given, as they are now."""
+        return self.host_sets[slot] if self.host_sets is not None else self.inputs[slot]
+
     def remove(self) -> None:
         """The exchange files go (device memory stays: ``Referee.close``)."""
+        self.drop_host_sets()
         for name in self.files:
             Path(name).unlink(missing_ok=True)
 
@@ -268,11 +296,15 @@ class Referee:
         self.stage_area: torch.Tensor | None = None  # every pool's ``Staging`` lies here
         self.filled: dict[int, list[int]] = {}  # runner -> the set in each slot
         self.windows: dict[int, WindowSeal] = {}  # runner -> its last window, as sealed
+        self.open: dict[int, WindowSeal] = {}  # runner -> its window being released, unsealed
         self.gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little"))
+        self.peer: Peer | None = None  # the parent's socket (``run``)
 
     # -- ops -----------------------------------------------------------------------------
     def init(self, msg: RefereeInit) -> RefereeInfo:
         self.h = Harness(self.job, init_seed=int(msg["init_seed"]))
+        if self.peer is not None and self.h.device.type == "cuda":
+            self.peer.spin_s = WINDOW_POLL_S  # a GPU window's steps come one a call
         self.placer = Placer(self.h.device)
         self._own = torch.zeros(1 << 16, device=self.h.device)  # an empty window's seal reads it
         self.model = self.h.reference_model()
@@ -360,11 +392,16 @@ class Referee:
         self.h.clock.sync()
         return {}
 
-    def stage(self, msg: Fill) -> Filled:
-        """A GPU runner's next sets written where no runner can map them, in its slots'
-        layout (``Staging``), before the window's clock starts; its ``fill`` copies them."""
-        pool = self.pools[int(msg["runner"])]
+    def stage(self, msg: Fill) -> Filled | WithFds:
+        """A runner's next sets written where no runner can map them, before the window's
+        clock starts. GPU: in its slots' layout (``Staging``), which ``fill`` and ``step``
+        copy. Host: each set in a file of its own, whose descriptors go to the parent, which
+        hands each to the runner with its call (``first``: the slot of the first of these
+        sets; a window's sets may come in several requests)."""
+        runner, pool = int(msg["runner"]), self.pools[int(msg["runner"])]
         ids = [int(i) for i in msg["sets"]]
+        if pool.arena is None:
+            return self._stage_host(runner, pool, ids, int(msg.get("first") or 0))
         if pool.stage is None:
             return {"values": []}
         for other in self.pools.values():  # the area is shared: staged for one pool only
@@ -376,21 +413,65 @@ class Referee:
         self.h.clock.sync()
         return {"values": plain}
 
+    def _stage_host(self, runner: int, pool: Pool, ids: list[int], first: int) -> WithFds:
+        if first == 0:
+            pool.drop_host_sets()
+            pool.host_sets = []
+            self.filled[runner] = []
+            self.open[runner] = WindowSeal(runner, self.filled[runner], pool.outputs, [], {})
+        if pool.host_sets is None or first != len(pool.host_sets):
+            raise ValueError(f"sets staged for slots {first}.. out of order")
+        if first + len(ids) > len(pool.outputs):
+            raise ValueError(f"{first + len(ids)} sets staged for a pool of "
+                             f"{len(pool.outputs)} slots")
+        made = [pool.stage_host(first + j, self.sets[sid].original) for j, sid in enumerate(ids)]
+        self.filled[runner] += ids
+        return WithFds({"values": [plain for _, plain in made]}, [fd for fd, _ in made],
+                       given=True)  # the referee keeps its mappings, not the descriptors
+
     def fill(self, msg: Fill) -> Filled:
-        """Sets into a runner's slots, in order (a set may fill several slots): the staged
-        ones at once, else slot by slot."""
+        """Sets into a runner's slots, in order (a set may fill several slots). Staged ones
+        (a GPU window's): the first slot only, unless ``all``; the rest is released call by
+        call (``step``). Else slot by slot, all of them (a trial's)."""
         runner, pool = int(msg["runner"]), self.pools[int(msg["runner"])]
         ids = [int(i) for i in msg["sets"]]
+        pool.drop_host_sets()
         if pool.stage is not None and pool.stage.sets == ids:
-            pool.fill_staged(len(ids))
+            if msg.get("all"):
+                pool.fill_staged(len(ids))
+            else:
+                pool.fill_staged_slot(0)
             plain = pool.stage.plain
         else:
             plain = [pool.fill(j, self.sets[sid].original) for j, sid in enumerate(ids)]
         self.filled[runner] = ids
+        self.open[runner] = WindowSeal(runner, ids, pool.outputs, [], {})
         if msg.get("flush"):
             self.h.clock.flush()
         self.h.clock.sync()
         return {"values": plain}
+
+    def step(self, msg: Step) -> Empty:
+        """Between two calls of a GPU window, on its clock: the output of the call just
+        done read at places drawn now (it must be whole when the runner says it is: a later
+        difference fails the window, ``late``), then the next call's set released into its
+        slot (before now it held an older set, so the call could not start early)."""
+        runner = int(msg["runner"])
+        pool, window = self.pools[runner], self.open.get(runner)
+        if window is None:
+            raise ValueError("a step outside a window")
+        done = msg.get("done")
+        if isinstance(done, int) and is_index(done, len(window.ids)):
+            new = msg.get("handles")  # those named since the last step, in order
+            room = max(0, MAX_HANDLES - len(window.segments))
+            window.segments += self.placer.segments(runner, new[:room]
+                                                    if isinstance(new, list) else None)
+            window.where[done] = msg.get("where")
+            window.probe(self.placer, [done], self.gen)
+        if is_index(msg.get("release"), len(window.ids)):
+            pool.fill_staged_slot(int(msg["release"]))
+        self.h.clock.sync()
+        return {}
 
     def expect(self, msg: SetIds) -> Empty:
         """The strict fp32 reference outputs of these sets, on clones of the originals."""
@@ -432,8 +513,11 @@ class Referee:
         mapper = self.placer.mapper
         opened = mapper.opened if mapper is not None else 0
         drawn = _drawn(msg.get("sampled"), len(ids))
-        window = WindowSeal(runner, ids, pool.outputs,
-                            self.placer.segments(runner, msg.get("handles")), drawn)
+        window = self.open.pop(runner, None)
+        if window is None or window.ids != ids:
+            window = WindowSeal(runner, ids, pool.outputs, [], {})
+        window.segments = self.placer.segments(runner, msg.get("handles"))
+        window.where.update(drawn)  # calls read at a step stay as they were placed then
         if ids:
             window.probe(self.placer, sorted(drawn), self.gen)
         else:
@@ -467,18 +551,19 @@ class Referee:
         if window.changed:
             return {"results": [self._changed() for _ in calls]}
         late = window.late()
+        late_host = _calls(msg.get("late"))  # host: the parent's samples, per call
         reused = window.reused(self.placer) | _calls(msg.get("overwritten"))  # host: the parent's
         pool = self.pools[window.runner]
         for j, made in calls:
             if made.expected is None:
                 raise RuntimeError(f"set {window.ids[j]} checked before its reference output")
-        mutated = mutated_many([pool.inputs[j] for j, _ in calls],
+        mutated = mutated_many([pool.window_inputs(j) for j, _ in calls],
                                [made.original for _, made in calls])
         judged = [j for j, _ in calls if j not in reused]  # a reused call has nothing to judge
         compared = dict(zip(judged, compare_many(
             [(self.sets[window.ids[j]].expected, self._got(window, j)) for j in judged],
             self.job.tolerance, self.floor), strict=True))
-        return {"results": [self._result(compared.get(j), changed, late=late)
+        return {"results": [self._result(compared.get(j), changed, late=late or j in late_host)
                             for (j, _), changed in zip(calls, mutated, strict=True)]}
 
     def _got(self, window: WindowSeal, j: int) -> Any:
@@ -520,6 +605,7 @@ def run(job: Job, peer: Peer) -> WorkerReport:
     report = WorkerReport(phase="serving")
     started = time.monotonic()
     referee = Referee(job)
+    referee.peer = peer
 
     def on_error(exc: BaseException) -> str:
         text = str(exc) if isinstance(exc, SetupError) else describe_exception(exc)
@@ -528,7 +614,8 @@ def run(job: Job, peer: Peer) -> WorkerReport:
 
     handlers: dict[str, Handler] = {
         "init": referee.init, "pool": referee.pool, "prepare": referee.prepare,
-        "stage": referee.stage, "fill": referee.fill, "expect": referee.expect,
+        "stage": referee.stage, "fill": referee.fill, "step": referee.step,
+        "expect": referee.expect,
         "flush": referee.flush, "seal": referee.seal, "place": referee.place,
         "check": referee.check, "release": referee.release, "idle": referee.idle}
     try:

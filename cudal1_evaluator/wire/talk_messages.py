@@ -137,8 +137,21 @@ class PoolSlots(TypedDict):
 class Fill(TypedDict):
     op: Literal["fill", "stage"]
     runner: int
-    sets: list[int]  # set of slot J
+    sets: list[int]  # set of slot FIRST+J
+    first: NotRequired[int]  # stage, host: the slot of the first set (a window in parts)
     flush: NotRequired[bool]  # the caches evicted after the fill, in the same request
+    all: NotRequired[bool]  # staged sets: every slot at once (else the first; ``Step``)
+
+
+class Step(TypedDict, total=False):
+    """Between two calls of a GPU window: sample the call done, release the next set."""
+
+    op: Literal["step"]
+    runner: int
+    done: int  # the call the runner says is done (its outputs read at places drawn now)
+    handles: list[str]  # allocations named since the last step (the runner's word, checked)
+    where: list[list[int] | None]  # call ``done``'s outputs: [handle, offset] or None
+    release: int  # the slot whose staged set goes in now
 
 
 class Filled(TypedDict):
@@ -175,6 +188,7 @@ class Check(TypedDict):
     runner: int
     sets: list[int]
     overwritten: NotRequired[list[int]]  # host outputs: calls a later call's output overlaps
+    late: NotRequired[list[int]]  # host outputs: calls written after they said they were done
 
 
 class Prepare(TypedDict):
@@ -234,15 +248,19 @@ class TrialOutputs(TypedDict, total=False):
 
 class BurstRequest(TypedDict, total=False):
     op: Literal["burst"]
-    values: list[list[object]]  # one per call, slot J for call J: the non-tensor inputs
+    values: list[list[object]]  # one per call, slot FIRST+J for call J: the non-tensor inputs
+    first: int  # the slot of the request's first call (a window is released call by call)
+    more: bool  # the request continues the window the last one opened
+    noop: bool  # the sets handed over, nothing called (the reference runner's yardstick)
     copy: bool  # every output copied into the referee's buffer (a static output was seen)
-    account: bool  # the runner times its own loop (diagnostics: ``benchmarks/window_diag.py``)
+    account: bool | str  # the runner times its own loop (diagnostics: ``window_diag.py``;
+    # "times": its clock alone, no allocator statistics or GPU events, ``release_diag.py``)
 
 
 class Delivered(TypedDict, total=False):
     """A runner's word on where its outputs lie (checked by the referee, never believed)."""
 
-    handles: list[str]
+    handles: list[str]  # the allocations first named in this request (the window's table grows)
     where: list[list[list[int] | None]]
     at: list[list[list[int] | None]]  # host outputs: [address, bytes] in the runner's memory
     loop_ms: dict[str, float]  # the runner's own account of its loop, when asked (``account``)

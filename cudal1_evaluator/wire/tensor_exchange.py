@@ -17,6 +17,7 @@ import math
 import mmap
 import os
 import secrets
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,17 @@ from cudal1_evaluator.wire.talk_messages import SharedCuda, SharedDesc, SharedFi
 
 _serial = itertools.count()
 _MADV_POPULATE_READ = 22  # Linux 5.14+; older kernels answer EINVAL and nothing happens
-_madvise = ctypes.CDLL(None, use_errno=True).madvise
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0x8000)
+_libc = ctypes.CDLL(None, use_errno=True)
+_madvise = _libc.madvise
+_mmap = _libc.mmap
+_mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                  ctypes.c_long]
+_mmap.restype = ctypes.c_void_p
+_munmap = _libc.munmap
+_munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_munmap.restype = ctypes.c_int
+_MAP_FAILED = ctypes.c_void_p(-1).value
 _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _madvise.restype = ctypes.c_int
 
@@ -185,6 +196,77 @@ def deliver_into(buf: torch.Tensor, t: torch.Tensor, memmove: Callable[..., obje
         memmove(buf.data_ptr(), t.data_ptr(), t.numel() * t.element_size())
     else:
         copy(buf, t)
+
+
+def set_offsets(values: Sequence[object]) -> tuple[list[int | None], int]:
+    """Where each tensor of an input set lies in the set's one shared file (None: a plain
+    value), and the file's size: the same rule on both sides, so the file carries no layout
+    a runner would have to believe."""
+    offsets: list[int | None] = []
+    end = 0
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            offsets.append(end)
+            end += aligned(value.numel() * value.element_size())
+        else:
+            offsets.append(None)
+    return offsets, max(end, ALIGN)
+
+
+def host_set(values: Sequence[object]) -> tuple[int, list[object]]:
+    """A fresh anonymous shared file (``memfd``) holding an input set's tensors: its
+    descriptor and the referee's own views of it. A runner gets the descriptor when the set's
+    call is due, never a name: no path leads to the set before then (round 28, a window's
+    later inputs read at its first call)."""
+    offsets, size = set_offsets(values)
+    fd = os.memfd_create("cudal1-set", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, size)
+        raw = _map_shared(fd, size, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    views: list[object] = []
+    for value, offset in zip(values, offsets, strict=True):
+        if isinstance(value, torch.Tensor) and offset is not None:
+            view = _view(raw, offset, value.dtype, list(value.shape))
+            view.copy_(value)
+            views.append(view)
+        else:
+            views.append(value)
+    return fd, views
+
+
+def open_host_set(fd: int, like: Sequence[object]) -> list[object]:
+    """The runner's views of a set handed over as ``fd`` (``host_set``), laid out by ``like``
+    (its slot's inputs: same shapes and dtypes), mapped with its pages in at once: the
+    mapping is on the clock, the same for every runner. Plain values stay ``like``'s."""
+    offsets, size = set_offsets(like)
+    if os.fstat(fd).st_size < size:
+        raise ValueError("an input set's file is shorter than its inputs")
+    raw = _map_shared(fd, size, _MAP_POPULATE)
+    return [_view(raw, offset, t.dtype, list(t.shape))
+            if isinstance(t, torch.Tensor) and offset is not None else t
+            for t, offset in zip(like, offsets, strict=True)]
+
+
+def _map_shared(fd: int, size: int, flags: int) -> torch.Tensor:
+    """``fd``'s first ``size`` bytes mapped shared, as a uint8 tensor; unmapped when the last
+    view of it goes. Not ``mmap.mmap``: it keeps a duplicate of the descriptor for as long as
+    the mapping lives, and a window's sets (up to ``MAX_CALLS`` a runner) ran the referee out
+    of descriptors."""
+    addr = _mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | flags, fd, 0)
+    if addr is None or addr == _MAP_FAILED:
+        err = ctypes.get_errno()
+        raise OSError(err, f"cannot map an input set: {os.strerror(err)}")
+    buffer = (ctypes.c_char * size).from_address(addr)
+    weakref.finalize(buffer, _munmap, addr, size)
+    return torch.frombuffer(buffer, dtype=torch.uint8)
+
+
+def _view(raw: torch.Tensor, offset: int, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    return raw[offset:offset + nbytes].view(dtype).view(shape)
 
 
 def populate(value: object) -> bool:

@@ -143,6 +143,15 @@ def test_real_60x_rewrite_passes_strict_reevaluation(build_dir: Path) -> None:
     print(result.device, result.versions)
     assert result.device["driver"] and result.versions["nvcc"] and result.versions["cuda"]
     assert result.profile is not None and result.profile["kernels"]
+
+
+@pytest.mark.xfail(strict=False, reason="per-call release: a call of tens of microseconds "
+                   "pays its launch and hand-over a call (docs/security.md, Known limits, "
+                   "'Per-call release costs each call a round trip')")
+def test_fast_kernel_agrees_with_do_bench(build_dir: Path) -> None:
+    """Our median for a 45 µs kernel within 10 % of triton's do_bench of the same op."""
+    result = evaluate(gpu_job(BROADCAST, build_dir, profile=False))
+    assert result.status == "ok", result.message
     triton_testing = pytest.importorskip("triton.testing")
     a, b = torch.randn(4096, device="cuda"), torch.randn(4096, 4096, device="cuda")
     bench = float(triton_testing.do_bench(lambda: a.unsqueeze(1) * b, return_mode="median"))
