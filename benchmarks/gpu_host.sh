@@ -64,7 +64,7 @@ if [ -z "${SCALING_LAST:-}" ]; then scaling; fi
 B=/tmp/corpus-builds
 cs=${CORPUS_SHARDS:-$gpus}
 es=${EXPLOIT_SHARDS:-$gpus}
-if [ "$cs" -gt 0 ]; then
+if [ "$cs" -gt 0 ] && [ -z "${CORPUS_OPTS:-}" ]; then  # a subset's jobs build what it needs
   log "corpus builds"
   timeout "$(left 240)" python3 benchmarks/compare_gpu.py benchmarks/corpus/manifest.toml \
     --builds-only --build-root "$B" --workers $(( $(nproc) - 2 )) --out "$OUT/q/builds.json" \
