@@ -12,6 +12,7 @@ no runner may map it. Non-tensor inputs travel as JSON values.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import itertools
 import math
 import mmap
@@ -219,9 +220,15 @@ def host_set(values: Sequence[object]) -> tuple[int, list[object]]:
     call is due, never a name: no path leads to the set before then (round 28, a window's
     later inputs read at its first call)."""
     offsets, size = set_offsets(values)
-    fd = os.memfd_create("cudal1-set", os.MFD_CLOEXEC)
+    fd = os.memfd_create("cudal1-set", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         os.ftruncate(fd, size)
+        # Its size fixed for good: a runner that cut the file short would kill the referee
+        # reading its own mapping with SIGBUS (round 29; landlock's refusal of truncation
+        # covers files it opens, not a descriptor it was handed). Writes stay allowed: a
+        # candidate that writes into its inputs is the input check's to see.
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         raw = _map_shared(fd, size, 0)
     except BaseException:
         os.close(fd)

@@ -36,6 +36,24 @@ def test_a_set_file_holds_the_set_and_keeps_no_descriptor_once_closed() -> None:
     assert float(views[0].sum()) == 15.0
 
 
+def test_a_set_file_cannot_be_cut_short_or_grown_by_whoever_holds_it() -> None:
+    """Round 29: a runner that truncated its set file killed the referee (SIGBUS) reading
+    its own mapping of it. The file is sealed at its size; writes stay possible."""
+    fd, views = host_set([torch.randn(1024)])
+    try:
+        for size in (0, 1 << 20):
+            try:
+                os.ftruncate(fd, size)
+            except PermissionError:
+                pass
+            else:
+                raise AssertionError(f"a set file was resized to {size}")
+        os.pwrite(fd, b"\0" * 8, 0)
+        assert float(views[0][:2].abs().sum()) == 0.0  # the write landed, nothing was cut
+    finally:
+        os.close(fd)
+
+
 def test_a_set_file_shorter_than_its_layout_is_refused() -> None:
     fd = os.memfd_create("short")
     try:
