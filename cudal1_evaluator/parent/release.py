@@ -3,8 +3,10 @@
 A window's input sets used to sit in the runner's slots before its first call: a candidate
 could read them all at call 0 and batch the window (the reference's own one-row ``nn.Linear``
 read 6-9x). Now call ``j``'s set becomes visible to the runner only once call ``j-1``'s
-output is in trusted hands: on a host, read by the parent from the runner's memory, and the
-next set handed over as a file of its own (a descriptor, never a name: ``host_set``); on a
+output is in trusted hands: on a host, sampled by the parent from the runner's memory (read
+whole after the window, the runner stopped; a sampled byte that changed makes the call
+``late``), and the next set handed over as a file of its own (a descriptor, never a name:
+``host_set``); on a
 GPU, read by the referee at places drawn then (``step``: a call said done early is caught
 later, ``late``), and the next set copied into its slot from where no runner can map it.
 The clock runs across the whole window: every call, every hand-over and every step. What is
@@ -23,7 +25,6 @@ import resource
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from cudal1_evaluator.wire.talk import Reply
 
@@ -47,7 +48,7 @@ def call_message(j: int, plain: list[object], copy: bool, account: bool | str,
 class Released:
     """What the trusted side timed of a window's calls, one entry a call (ms): the request
     (the set handed over, the call, the reply) and the trusted step after it (host: the
-    outputs read in; GPU: the referee's sample and next copy)."""
+    parent's sample of the outputs; GPU: the referee's sample and next copy)."""
 
     requests: list[float] = field(default_factory=list)
     steps: list[float] = field(default_factory=list)
@@ -100,8 +101,3 @@ def room_for_sets(count: int, spare: int = 256) -> None:
 def sets_in_chunks(ids: Sequence[int]) -> list[tuple[int, list[int]]]:
     """(first slot, ids) for each staging request of a host window."""
     return [(k, list(ids[k:k + STAGE_CHUNK])) for k in range(0, len(ids), STAGE_CHUNK)]
-
-
-def words(reply: Any, key: str) -> list[Any]:
-    said = reply.get(key) if isinstance(reply, dict) else None
-    return said if isinstance(said, list) else []
