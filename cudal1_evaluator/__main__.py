@@ -33,7 +33,7 @@ def _child(args: argparse.Namespace) -> None:
     apply_limits(Limits.from_arg(args.limits))
     if args.wait_fd is not None:
         apply_limits(Limits.from_arg(_wait_for_job(args.mode, args.wait_fd, args.warm_device,
-                                                   args.job)))
+                                                   args.job, args.watch_warm_up)))
         _bind_build_dir(args.job)
     from cudal1_evaluator.wire.channel import WorkerChannel
     from cudal1_evaluator.wire.talk import Peer
@@ -84,7 +84,8 @@ def _bind_build_dir(job_path: str) -> None:
         os._exit(EXIT_SETUP)
 
 
-def _wait_for_job(mode: str, fd: int, device: str, job_path: str) -> str:
+def _wait_for_job(mode: str, fd: int, device: str, job_path: str,
+                  watch_warm_up: bool = True) -> str:
     """A warm child: import what the mode needs, say so (a file beside the job's, which the
     parent waits for before it hands the child out), then wait for the parent's go line (the
     job's limits; the job file is written by then), returned. No job and no candidate code has
@@ -105,11 +106,12 @@ def _wait_for_job(mode: str, fd: int, device: str, job_path: str) -> str:
               "referee": "cudal1_evaluator.trusted.referee"}.get(mode)
     if module is not None:
         importlib.import_module(module)  # torch and the evaluator, as a cold child imports them
-        if mode in ("run", "profile"):  # the dtype watch's first use (seconds), on our own op
-            from cudal1_evaluator.candidate_side.dtype_watch import warm_up as watch_warm_up
+        if mode in ("run", "profile") and watch_warm_up:  # the dtype watch's first use
+            # (seconds: 1.6 s of CPU on a 2-core host), on our own op
+            from cudal1_evaluator.candidate_side.dtype_watch import warm_up as warm_up_watch
 
             try:
-                watch_warm_up()
+                warm_up_watch()
             except BaseException:  # never handed out: the parent starts a cold child instead
                 import traceback
 
@@ -213,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     child.add_argument("--talk-fd", type=int, default=None, help="the request/reply socket")
     child.add_argument("--wait-fd", type=int, default=None, help="start warm, wait for a byte")
     child.add_argument("--warm-device", default="")
+    child.add_argument("--no-watch-warm-up", dest="watch_warm_up", action="store_false",
+                       help="a warm runner that never runs a correctness trial (the "
+                            "reference's): no dtype watch to warm up")
     child.set_defaults(handler=_child)
     args = parser.parse_args(argv)
     return int(args.handler(args) or 0)

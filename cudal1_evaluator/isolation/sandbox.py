@@ -200,8 +200,9 @@ class Child:
 
     def __init__(self, mode: str, limits: Limits, *, job_text: str | None = None,
                  warm_device: str = "", talk: bool = False,
-                 writable: Sequence[str] = ()) -> None:
+                 writable: Sequence[str] = (), watch_warm_up: bool = True) -> None:
         self.mode, self.limits = mode, limits
+        self._watch_warm_up = watch_warm_up  # a warm runner's dtype watch used once before a job
         self.gate = window_gate.OPEN  # the timing evaluation's, once a conductor takes it
         # talk: a socket for the parent's request/reply protocol (cudal1_evaluator.wire.talk)
         self.talk: socket.socket | None = None
@@ -311,7 +312,8 @@ class Child:
             argv[argv.index("--limits") + 1] = replace(self.limits, memory_mb=None,
                                                        cpu_s=None).to_arg()
             argv += ["--wait-fd", str(go_r), "--warm-device",
-                     "cuda:0" if self._view is not None else warm_device]
+                     "cuda:0" if self._view is not None else warm_device,
+                     *([] if self._watch_warm_up else ["--no-watch-warm-up"])]
         self.out_path, self.err_path = self.root / "stdout.log", self.root / "stderr.log"
         with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
             try:

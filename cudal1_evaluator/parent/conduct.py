@@ -323,7 +323,10 @@ class Conductor:
         self._shared_sizes: dict[str, int] = {}  # the candidate's exchange files, as made
         self._quiet: CpuReading | None = None  # the candidate, stopped since its last request
         self.host = HostOutputs(job.device == "cpu", referee.child.exchange)
-        self.gate = window_gate.Gate()  # this evaluation's helper threads wait in its windows
+        # this evaluation's helper threads wait in its windows; on a host, warm children
+        # (the next evaluation's, starting now) are stopped in them too
+        self.gate = window_gate.Gate() if job.device.startswith("cuda") else \
+            window_gate.Gate(on_open=warm.hold_idle, on_close=warm.release_idle)
         for running in self.children():
             running.child.gate = self.gate
 
@@ -676,8 +679,8 @@ class Conductor:
             else:
                 values, sets = self._stage_host("reference", ids)
                 try:
-                    self._released("reference", values, sets, False, timed,
-                                   noop=True)
+                    with self.gate.window():  # a yardstick for the windows: timed as they are
+                        self._released("reference", values, sets, False, timed, noop=True)
                 finally:
                     close_fds(sets)
         finally:

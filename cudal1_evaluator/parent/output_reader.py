@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import errno
 import mmap
+import operator
 import os
 import random
 from collections.abc import Iterable, Sequence
@@ -134,13 +135,21 @@ def _read_bytes(pid: int, address: int, offsets: list[int]) -> bytes:
     """The bytes at ``address + offset`` for each offset, in ``pid``'s memory (a byte that
     cannot be read comes back as 0: the sample then differs from the output, which is the
     runner's to have made readable)."""
-    got = ctypes.create_string_buffer(len(offsets))
-    if _readv is None or not offsets:
+    count = len(offsets)
+    got = ctypes.create_string_buffer(count)
+    if _readv is None or not count:
         return got.raw
-    local = (_Iovec * 1)(_Iovec(ctypes.addressof(got), len(offsets)))
-    remote = (_Iovec * len(offsets))(*[_Iovec(address + o, 1) for o in offsets])
-    _readv(pid, local, 1, remote, len(offsets), 0)
+    local = (_Iovec * 1)(_Iovec(ctypes.addressof(got), count))
+    words = (ctypes.c_uint64 * (2 * count))()  # the remote iovecs as (base, len) words:
+    words[0::2] = [address + o for o in offsets]  # one slice each, not an object a byte
+    words[1::2] = [1] * count
+    _readv(pid, local, 1, ctypes.cast(words, ctypes.POINTER(_Iovec)), count, 0)
     return got.raw
+
+
+def _bytes_at(mapped: mmap.mmap, offsets: list[int]) -> bytes:
+    picked = operator.itemgetter(*offsets)(mapped) if offsets else ()
+    return bytes(picked if isinstance(picked, tuple) else (picked,))
 
 
 def _copy(pid: int, pairs: list[tuple[_Buffer, list[int]]]) -> int:
@@ -229,7 +238,7 @@ class HostOutputs:
         if j == 0:
             self._samples[side] = []
         for _, buf, place in reader.placed(at, j + 1, first=j):
-            offsets = [self._rng.randrange(buf.size) for _ in range(SAMPLED_BYTES)]
+            offsets = self._rng.choices(range(buf.size), k=SAMPLED_BYTES)
             seen = _read_bytes(self.workers[side], place[0], offsets)
             self._samples[side].append((j, buf, place, offsets, seen))
 
@@ -274,7 +283,7 @@ class HostOutputs:
         taken = set(self.overwritten.get(side, []))
         late = {j for j, buf, place, offsets, seen in self._samples.pop(side, [])
                 if (place[0], j) in read and j not in taken
-                and bytes(buf.mapped[o] for o in offsets) != seen}
+                and _bytes_at(buf.mapped, offsets) != seen}
         return sorted(late)
 
     def _held_over(self, side: str, spans: list[tuple[int, int, int]]) -> list[int]:

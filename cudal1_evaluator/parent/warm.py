@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ _MAX_IDLE = 5  # two runners, a referee and a profile child per device, and one 
 TALKING = ("run", "referee")  # children driven by the parent's protocol (a talk socket)
 _lock = threading.Lock()
 _idle: dict[str, Child] = {}
+_held = 0  # host windows being timed now in this process: idle children stay stopped
 
 
 def _kind(mode: str, device: str, limits: Limits, build_root: str, tag: str = "") -> str:
@@ -49,6 +51,8 @@ def take(mode: str, device: str, limits: Limits, job_text: str,
     ``wait``: only once it is ready (else the caller calls ``await_ready`` before using it)."""
     with _lock:
         child = _idle.pop(_kind(mode, device, limits, build_root or "", tag), None)
+        if child is not None and _held:  # out of the pool: no window stops it again
+            _signal_group(child, signal.SIGCONT)
     if child is None:
         return None
     usable = child.covers(job_text) and (await_ready(child, mode) if wait else child.alive())
@@ -78,9 +82,10 @@ def await_ready(child: Child, mode: str) -> bool:
 
 
 def prepare(mode: str, device: str, limits: Limits, build_root: str | None = None,
-            tag: str = "") -> None:
+            tag: str = "", *, watch_warm_up: bool = True) -> None:
     """Start a warm child of this kind unless one is waiting already; its sandbox may write
-    ``build_root``, where the next job of this kind builds."""
+    ``build_root``, where the next job of this kind builds. ``watch_warm_up``: False for a
+    runner that never runs a correctness trial (the reference's)."""
     if not enabled:
         return
     kind = _kind(mode, device, limits, build_root or "", tag)
@@ -94,9 +99,39 @@ def prepare(mode: str, device: str, limits: Limits, build_root: str | None = Non
         with contextlib.suppress(OSError):  # no warm child: the next evaluation starts cold
             writable = (*writable_for(mode), *([build_root] if build_root else []))
             _idle[kind] = Child(mode, limits, warm_device=device, talk=mode in TALKING,
-                                writable=writable)
+                                writable=writable, watch_warm_up=watch_warm_up)
+            if _held:
+                _signal_group(_idle[kind], signal.SIGSTOP)
     for child in stale:
         child.discard()
+
+
+def hold_idle() -> None:
+    """A host window opens: every idle child is stopped until the last one closes
+    (``release_idle``), so children warming up for the next evaluation (torch's import, seconds
+    of CPU) never run beside a timed call, only between windows. Their whole process group
+    (no candidate has run in them: none of their processes left it), never through their
+    namespace's init, whose answers the evaluation that takes the child relies on."""
+    global _held
+    with _lock:
+        _held += 1
+        if _held == 1:
+            for child in _idle.values():
+                _signal_group(child, signal.SIGSTOP)
+
+
+def release_idle() -> None:
+    global _held
+    with _lock:
+        _held = max(0, _held - 1)
+        if not _held:
+            for child in _idle.values():
+                _signal_group(child, signal.SIGCONT)
+
+
+def _signal_group(child: Child, sig: signal.Signals) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(child.proc.pid, sig)
 
 
 def discard_all() -> None:

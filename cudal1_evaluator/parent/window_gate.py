@@ -14,26 +14,35 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 WAIT_MOST_S = 5.0  # a helper waits at most this long, then does one unit of work
 
 
 class Gate:
-    def __init__(self) -> None:
+    """``on_open`` and ``on_close`` run as the first window opens and the last one closes
+    (the host's warm children held stopped meanwhile, ``warm.hold_idle``)."""
+
+    def __init__(self, on_open: Callable[[], None] | None = None,
+                 on_close: Callable[[], None] | None = None) -> None:
         self._changed = threading.Condition()
         self._open = 0  # windows being timed now
+        self._on_open, self._on_close = on_open, on_close
 
     @contextlib.contextmanager
     def window(self) -> Iterator[None]:
         with self._changed:
             self._open += 1
+            if self._open == 1 and self._on_open is not None:
+                self._on_open()
         try:
             yield
         finally:
             with self._changed:
                 self._open -= 1
                 if not self._open:
+                    if self._on_close is not None:
+                        self._on_close()
                     self._changed.notify_all()
 
     def between_windows(self, wait_most_s: float = WAIT_MOST_S) -> None:

@@ -136,3 +136,68 @@ def launch_limits(j: Job) -> Limits:
 def _payload(outcome: Outcome) -> dict[str, Any]:
     assert outcome.payload is not None, outcome.stderr_tail
     return outcome.payload
+
+
+def _states(child: Child) -> set[str]:
+    """The scheduler states of the processes in a warm child's process group."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if int(fields[2]) == child.proc.pid:
+            found.add(fields[0])
+    return found
+
+
+def _until(check: Any, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_warm_children_are_stopped_while_a_host_window_is_timed(tmp_path: Path) -> None:
+    """The next evaluation's children start as an evaluation on a CPU begins and import torch
+    between its windows only: every idle one is stopped while a window is open, resumed when
+    the last one closes, and one taken meanwhile is handed out running."""
+    from cudal1_evaluator.parent.window_gate import Gate
+
+    warm.discard_all()
+    limits = limits_for("cpu", 6144, 120.0)
+    warm.prepare("run", "cpu", limits, str(tmp_path))
+    warm.prepare("referee", "cpu", limits, str(tmp_path))
+    children = list(warm._idle.values())
+    gate = Gate(on_open=warm.hold_idle, on_close=warm.release_idle)
+    with gate.window():
+        assert all(_until(lambda c=c: _states(c) == {"T"}) for c in children)
+        with gate.window():  # nested: still held
+            pass
+        assert all(_states(c) == {"T"} for c in children)
+        text = job(LINEAR_PROBLEM, LINEAR_HONEST, tmp_path).to_json()
+        taken = warm.take("run", "cpu", limits, text, str(tmp_path), wait=False)
+        assert taken is not None
+        assert _until(lambda: "T" not in _states(taken))
+        (referee,) = warm._idle.values()
+        assert _states(referee) == {"T"}
+    assert _until(lambda: "T" not in _states(referee))
+    taken.discard()
+    warm.discard_all()
+
+
+def test_the_reference_runner_is_warmed_without_the_dtype_watch(tmp_path: Path) -> None:
+    """The reference's runner never runs a correctness trial: its warm-up skips the dtype
+    watch's first use (seconds of CPU), and it still gets ready."""
+    warm.discard_all()
+    limits = limits_for("cpu", 6144, 120.0)
+    warm.prepare("run", "cpu", limits, str(tmp_path), tag="reference", watch_warm_up=False)
+    (child,) = warm._idle.values()
+    assert "--no-watch-warm-up" in child.proc.args
+    assert warm.await_ready(child, "run")
+    warm.discard_all()
