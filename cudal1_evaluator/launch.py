@@ -15,7 +15,6 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -202,8 +201,7 @@ def _reuse_alone(job: Job) -> conduct.Reuse:
     return lookup
 
 
-def _converse(cond: conduct.Conductor, job: Job,
-              start_matched: Callable[[], conduct.Running]) -> None:
+def _converse(cond: conduct.Conductor, job: Job, start_matched: conduct.MatchedStart) -> None:
     """The schedule: the referee, the reference runner and the reference alone; the
     candidate's build; its trials; the timed rounds."""
     _prewarm_between_windows(job)
@@ -218,8 +216,8 @@ def _converse(cond: conduct.Conductor, job: Job,
         if ev.trials and all(t.ok for t in ev.trials) and \
                 not any(f.severity == "reject" for f in ev.flags):
             if precision.matched_differs(ev.precision):
-                cond.add_matched(start_matched())
-            cond.timing()
+                cond.add_matched(start_matched(None))
+            cond.timing(start_matched)
             cond.settle_handoff()
             if verdict.slowed_now(ev) and cond.alone_age is not None and \
                     ev.alone_for_cap() is ev.alone:  # a reused alone figure holds the cap
@@ -267,9 +265,10 @@ def _single(job: Job, on_progress: sandbox.ProgressFn | None,
                          wait=False) if _profiles(job) else None
     run_job = replace(job, profile=False) if profiler is not None else job
 
-    def start_matched() -> conduct.Running:
+    def start_matched(threads: int | None = None) -> conduct.Running:
         settings: MatchedSettings = {"settings": cond.ev.settings_changed,
-                                     "autocast": cond.ev.precision.get("autocast")}
+                                     "autocast": cond.ev.precision.get("autocast"),
+                                     "threads": threads}
         return _start("run", reference_runner.job(job, settings), limits, cancel)
 
     children: list[conduct.Running] = []

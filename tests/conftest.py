@@ -21,6 +21,17 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 
 
+@pytest.fixture(autouse=True)
+def _one_thread_per_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Children inherit OMP_NUM_THREADS=1 (the scrubbed environment keeps OMP_*). The suite
+    shares a 2-core CI box with other jobs: one intra-op thread per child keeps OpenMP
+    barriers from turning a descheduled thread into 20-30 ms calls (which would end timing
+    after ``min_samples`` rounds, before call-count caches show themselves), and with torch
+    on one thread the thread budget has nothing to match (``thread_budget``: no fourth runner
+    in every evaluation). Tests of the thread budget set their own count."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """With CUDAL1_FAILURES_NOW set, a failure's report as it happens: a GPU run's suite that
     its time limit cuts short keeps the failures seen so far (its summary never comes)."""

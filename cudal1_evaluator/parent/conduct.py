@@ -35,7 +35,14 @@ from typing import cast
 from cudal1_evaluator.isolation import lifetime, pidtree, sandbox
 from cudal1_evaluator.isolation.pidtree import CpuReading, at_rest
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
-from cudal1_evaluator.parent import gpu_watch, precision, release, warm, window_gate
+from cudal1_evaluator.parent import (
+    gpu_watch,
+    precision,
+    release,
+    thread_budget,
+    warm,
+    window_gate,
+)
 from cudal1_evaluator.parent.output_reader import HostOutputs
 from cudal1_evaluator.parent.timing_checks import (
     ONCE_SHARE,
@@ -115,6 +122,7 @@ STOP_WAIT_S = 1.0  # a stop takes effect within this, even on a loaded host
 SETTLE_WAIT_S = 2.0  # on a loaded host, at most this for every task to leave the kernel too
 
 Reuse = Callable[[RefereeInfo], "tuple[list[Burst], float] | None"]
+MatchedStart = Callable[[int | None], "Running"]  # a matched runner (threads, or as it runs)
 
 
 @dataclass
@@ -322,6 +330,8 @@ class Conductor:
         self.alone_shared = False  # the alone windows were kept beside other work
         self._shared_sizes: dict[str, int] = {}  # the candidate's exchange files, as made
         self._quiet: CpuReading | None = None  # the candidate, stopped since its last request
+        self._looks: dict[str, CpuReading | None] = {}  # each runner's last look (``_look``)
+        self._parallel: dict[str, list[float]] = {}  # cores' worth of CPU a host window ran
         self.host = HostOutputs(job.device == "cpu", referee.child.exchange)
         # this evaluation's helper threads wait in its windows; on a host, warm children
         # (the next evaluation's, starting now) are stopped in them too
@@ -484,6 +494,7 @@ class Conductor:
         if self.idle_ms is not None:
             reply, at_read, sealed, wall_ms, copy, timed = self._fill_on_clock(side, ids, before)
         else:
+            ran_before = self._cpu_before(side, ids, before)
             values, sets = self._stage_host(side, ids)
             try:
                 self._ask_referee({"op": "flush"})
@@ -495,6 +506,7 @@ class Conductor:
                     wall_ms = (time.perf_counter_ns() - started) / 1e6
             finally:
                 close_fds(sets)
+            self._note_parallelism(side, ran_before, wall_ms)
             wall_ms -= self._step_credit(side, timed)
         self._window_end_us = gpu_watch.now_us()
         self.host.settle(side, copies=copy)  # where the outputs lay, judged off the clock
@@ -565,6 +577,40 @@ class Conductor:
         if side != "candidate":
             self.ev.steps += timed.steps
         return release.credit(timed.steps, self.ev.steps)
+
+    def _cpu_before(self, side: str, ids: list[int], quiet: CpuReading | None
+                    ) -> CpuReading | None:
+        """What the candidate had run before its host window of calls (its quiet reading):
+        with its look after the calls, the window's parallelism (``thread_budget``). None
+        for the other sides and on a GPU."""
+        return quiet if side == "candidate" and ids and self.idle_ms is None else None
+
+    def _note_parallelism(self, side: str, before: CpuReading | None, wall_ms: float) -> None:
+        after = self._looks.pop(side, None)
+        if before is None or after is None:
+            return
+        cores = thread_budget.parallelism((after.ns - before.ns) / 1e6, wall_ms)
+        if cores is not None:
+            self._parallel.setdefault(side, []).append(cores)
+
+    def _match_threads(self, start_matched: MatchedStart) -> bool:
+        """One thread budget for every side (``thread_budget``): the candidate's calls used
+        clearly fewer cores than the threads the reference runs with (the referee's count,
+        the same host and environment), so a matched reference runner (the precision one, if
+        any, made again) is built with that many threads. True when one was."""
+        cand = self._parallel.get("candidate", [])
+        allowed = int(self.ev.info.get("device", {}).get("threads") or 1)
+        threads = thread_budget.budget(cand, allowed)
+        if threads is None:
+            return False
+        if "matched" in self.runners:
+            self.retire("matched")
+            del self.runners["matched"]
+            self.ev.matched.clear()
+        self.ev.flags.append(Flag("thread_budget_matched",
+                                  thread_budget.flag_reason(cand, allowed, threads), "warn"))
+        self.add_matched(start_matched(threads))
+        return True
 
     def _stage_host(self, side: str, ids: list[int]) -> tuple[list[list[object]], list[int]]:
         """A host window's sets, each in a file of its own made now (the runner stopped, off
@@ -701,7 +747,7 @@ class Conductor:
         with the hand-off."""
         if self.runners.get(side) is None:
             return None
-        reading = self._reading(side, "replied")
+        reading = self._looks[side] = self._reading(side, "replied")
         return reading if side == "candidate" else None
 
     def _reading(self, side: str, kind: str) -> CpuReading | None:
@@ -1053,13 +1099,19 @@ class Conductor:
         _signal(runner, signal.SIGSTOP)
         self._xdirs()
         self._init_runner("matched")
-        self._attach("matched", self.ev.calls)
+        if "reference" in self.ev.side_calls:  # sized with the others (``_size_sides``)
+            self.ev.side_calls["matched"] = self.ev.side_calls["reference"]
+        self._attach("matched", self.sizes()["matched"])
 
-    def timing(self) -> None:
+    def timing(self, start_matched: MatchedStart | None = None) -> None:
+        """The untimed rounds, then the timed ones. ``start_matched``: a matched reference
+        runner with as many threads as given, for the thread budget (``_match_threads``)."""
         self._round(keep=False)  # first calls: lazy builds, allocations, mappings
         self._round(keep=False)  # sizes every side's windows
         if self._size_sides():
             self._round(keep=False)  # the new slots' first touch, untimed
+        if start_matched is not None and self._match_threads(start_matched):
+            self._round(keep=False)  # the matched runner's first calls, untimed
         self._alone_at_size()
         started = time.monotonic()  # one timing budget, however often the rounds start over
         self._timed_rounds(started)

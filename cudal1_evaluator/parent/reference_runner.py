@@ -3,8 +3,9 @@ through exactly the loop, the hand-off and the window the candidate gets.
 
 Its source is the problem's own plus ``ModelNew = Model``; the matched runner's source also
 applies the candidate's precision settings at import (only known settings, only plain values:
-the settings come from the candidate's process) and, for half or bf16 math, runs ``forward``
-under ``torch.autocast`` with floating outputs cast back to fp32.
+the settings come from the candidate's process), the thread count the parent saw the
+candidate's calls use (``thread_budget``) and, for half or bf16 math, runs ``forward`` under
+``torch.autocast`` with floating outputs cast back to fp32.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ def source(problem_source: str, matched: MatchedSettings | None = None,
     autocast = _AUTOCAST.get(str(matched.get("autocast"))) if matched else None
     if matched:
         parts += _setting_lines(matched.get("settings"))
+        threads = matched.get("threads")
+        if isinstance(threads, int) and not isinstance(threads, bool) and 0 < threads <= 1024:
+            parts.append(f"_cudal1_torch.set_num_threads({threads})")
     if autocast:
         parts.append(_AUTOCAST_MODEL.format(device=device.split(":")[0], dtype=autocast))
     else:
