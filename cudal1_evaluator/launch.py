@@ -15,6 +15,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from cudal1_evaluator.parent import (
     precision,
     pristine_cache,
     reference_runner,
+    thread_budget,
     verdict,
     warm,
 )
@@ -202,7 +204,8 @@ def _reuse_alone(job: Job) -> conduct.Reuse:
     return lookup
 
 
-def _converse(cond: conduct.Conductor, job: Job, start_matched: conduct.MatchedStart) -> None:
+def _converse(cond: conduct.Conductor, job: Job,
+              start_matched: Callable[[int | None], conduct.Running]) -> None:
     """The schedule: the referee, the reference runner and the reference alone; the
     candidate's build; its trials; the timed rounds."""
     _prewarm_between_windows(job)
@@ -218,7 +221,10 @@ def _converse(cond: conduct.Conductor, job: Job, start_matched: conduct.MatchedS
                 not any(f.severity == "reject" for f in ev.flags):
             if precision.matched_differs(ev.precision):
                 cond.add_matched(start_matched(None))
-            cond.timing(start_matched)
+            threads = int(ev.info.get("device", {}).get("threads") or 1)
+            if thread_budget.wanted(job.device, threads):
+                cond.add_matched(start_matched(1), thread_budget.NAME)
+            cond.timing()
             cond.settle_handoff()
             if verdict.slowed_now(ev) and cond.alone_age is not None and \
                     ev.alone_for_cap() is ev.alone:  # a reused alone figure holds the cap

@@ -35,14 +35,7 @@ from typing import cast
 from cudal1_evaluator.isolation import lifetime, pidtree, sandbox
 from cudal1_evaluator.isolation.pidtree import CpuReading, at_rest
 from cudal1_evaluator.isolation.sandbox_layers import writable_for
-from cudal1_evaluator.parent import (
-    gpu_watch,
-    precision,
-    release,
-    thread_budget,
-    warm,
-    window_gate,
-)
+from cudal1_evaluator.parent import gpu_watch, precision, release, warm, window_gate
 from cudal1_evaluator.parent.output_reader import HostOutputs
 from cudal1_evaluator.parent.timing_checks import (
     ONCE_SHARE,
@@ -93,7 +86,8 @@ WINDOW_BYTES = {"cuda": 1 << 30, "cpu": 128 << 20}  # a window's sets at least (
 EMPTY_WINDOWS = 4  # the reference's empty windows at the start (the first one discarded)
 HANDOFF_CAP = 1.05  # the timed rounds' hand-off, at most this times the alone phase's
 IDLE_FLOOR_MS, IDLE_FACTOR = 0.5, 10.0  # a busy GPU: our tiny kernel this much slower
-RUNNER = {"reference": 0, "candidate": 1, "matched": 2}  # the referee's pool of each runner
+# the referee's pool of each runner
+RUNNER = {"reference": 0, "candidate": 1, "matched": 2, "one_thread": 3}
 
 REUSED_SEEN = ("the outputs of different calls lie in the same memory: each call returns a "
                "buffer the next call overwrites (a CUDA graph's static output?); code that keeps "
@@ -122,7 +116,6 @@ STOP_WAIT_S = 1.0  # a stop takes effect within this, even on a loaded host
 SETTLE_WAIT_S = 2.0  # on a loaded host, at most this for every task to leave the kernel too
 
 Reuse = Callable[[RefereeInfo], "tuple[list[Burst], float] | None"]
-MatchedStart = Callable[[int | None], "Running"]  # a matched runner (threads, or as it runs)
 
 
 @dataclass
@@ -137,6 +130,7 @@ class Evidence:
     alone: list[Burst] = field(default_factory=list)
     reference: list[Burst] = field(default_factory=list)
     matched: list[Burst] = field(default_factory=list)
+    one_thread: list[Burst] = field(default_factory=list)  # the reference on one thread (host)
     candidate: list[Burst] = field(default_factory=list)
     settings_changed: SettingsChanged = field(default_factory=dict)
     handoff: list[float] = field(default_factory=list)  # empty windows of the reference, ms
@@ -330,8 +324,6 @@ class Conductor:
         self.alone_shared = False  # the alone windows were kept beside other work
         self._shared_sizes: dict[str, int] = {}  # the candidate's exchange files, as made
         self._quiet: CpuReading | None = None  # the candidate, stopped since its last request
-        self._looks: dict[str, CpuReading | None] = {}  # each runner's last look (``_look``)
-        self._parallel: dict[str, list[float]] = {}  # cores' worth of CPU a host window ran
         self.host = HostOutputs(job.device == "cpu", referee.child.exchange)
         # this evaluation's helper threads wait in its windows; on a host, warm children
         # (the next evaluation's, starting now) are stopped in them too
@@ -494,7 +486,6 @@ class Conductor:
         if self.idle_ms is not None:
             reply, at_read, sealed, wall_ms, copy, timed = self._fill_on_clock(side, ids, before)
         else:
-            ran_before = self._cpu_before(side, ids, before)
             values, sets = self._stage_host(side, ids)
             try:
                 self._ask_referee({"op": "flush"})
@@ -506,7 +497,6 @@ class Conductor:
                     wall_ms = (time.perf_counter_ns() - started) / 1e6
             finally:
                 close_fds(sets)
-            self._note_parallelism(side, ran_before, wall_ms)
             wall_ms -= self._step_credit(side, timed)
         self._window_end_us = gpu_watch.now_us()
         self.host.settle(side, copies=copy)  # where the outputs lay, judged off the clock
@@ -577,40 +567,6 @@ class Conductor:
         if side != "candidate":
             self.ev.steps += timed.steps
         return release.credit(timed.steps, self.ev.steps)
-
-    def _cpu_before(self, side: str, ids: list[int], quiet: CpuReading | None
-                    ) -> CpuReading | None:
-        """What the candidate had run before its host window of calls (its quiet reading):
-        with its look after the calls, the window's parallelism (``thread_budget``). None
-        for the other sides and on a GPU."""
-        return quiet if side == "candidate" and ids and self.idle_ms is None else None
-
-    def _note_parallelism(self, side: str, before: CpuReading | None, wall_ms: float) -> None:
-        after = self._looks.pop(side, None)
-        if before is None or after is None:
-            return
-        cores = thread_budget.parallelism((after.ns - before.ns) / 1e6, wall_ms)
-        if cores is not None:
-            self._parallel.setdefault(side, []).append(cores)
-
-    def _match_threads(self, start_matched: MatchedStart) -> bool:
-        """One thread budget for every side (``thread_budget``): the candidate's calls used
-        clearly fewer cores than the threads the reference runs with (the referee's count,
-        the same host and environment), so a matched reference runner (the precision one, if
-        any, made again) is built with that many threads. True when one was."""
-        cand = self._parallel.get("candidate", [])
-        allowed = int(self.ev.info.get("device", {}).get("threads") or 1)
-        threads = thread_budget.budget(cand, allowed)
-        if threads is None:
-            return False
-        if "matched" in self.runners:
-            self.retire("matched")
-            del self.runners["matched"]
-            self.ev.matched.clear()
-        self.ev.flags.append(Flag("thread_budget_matched",
-                                  thread_budget.flag_reason(cand, allowed, threads), "warn"))
-        self.add_matched(start_matched(threads))
-        return True
 
     def _stage_host(self, side: str, ids: list[int]) -> tuple[list[list[object]], list[int]]:
         """A host window's sets, each in a file of its own made now (the runner stopped, off
@@ -747,7 +703,7 @@ class Conductor:
         with the hand-off."""
         if self.runners.get(side) is None:
             return None
-        reading = self._looks[side] = self._reading(side, "replied")
+        reading = self._reading(side, "replied")
         return reading if side == "candidate" else None
 
     def _reading(self, side: str, kind: str) -> CpuReading | None:
@@ -1091,27 +1047,22 @@ class Conductor:
                                           f"input #{j} in place (an in-place activation?); the "
                                           "reference leaves its inputs unchanged"))
 
-    def add_matched(self, runner: Running) -> None:
-        """Time the reference under the candidate's precision in a runner of its own, built
-        under those settings from its first op on (cuDNN keeps plans chosen earlier)."""
-        self.runners["matched"] = runner
+    def add_matched(self, runner: Running, side: str = "matched") -> None:
+        """Time the reference in a runner of its own, built under other settings from its
+        first op on (cuDNN keeps plans chosen earlier): ``matched``, the candidate's
+        precision; ``one_thread``, also one intra-op thread (``thread_budget``)."""
+        self.runners[side] = runner
         runner.child.gate = self.gate
         _signal(runner, signal.SIGSTOP)
         self._xdirs()
-        self._init_runner("matched")
-        if "reference" in self.ev.side_calls:  # sized with the others (``_size_sides``)
-            self.ev.side_calls["matched"] = self.ev.side_calls["reference"]
-        self._attach("matched", self.sizes()["matched"])
+        self._init_runner(side)
+        self._attach(side, self.ev.calls)
 
-    def timing(self, start_matched: MatchedStart | None = None) -> None:
-        """The untimed rounds, then the timed ones. ``start_matched``: a matched reference
-        runner with as many threads as given, for the thread budget (``_match_threads``)."""
+    def timing(self) -> None:
         self._round(keep=False)  # first calls: lazy builds, allocations, mappings
         self._round(keep=False)  # sizes every side's windows
         if self._size_sides():
             self._round(keep=False)  # the new slots' first touch, untimed
-        if start_matched is not None and self._match_threads(start_matched):
-            self._round(keep=False)  # the matched runner's first calls, untimed
         self._alone_at_size()
         started = time.monotonic()  # one timing budget, however often the rounds start over
         self._timed_rounds(started)
@@ -1160,7 +1111,7 @@ class Conductor:
         if self.ev.recheck.mismatches:
             return False
         timed = {"reference": self.ev.reference, "candidate": self.ev.candidate,
-                 "matched": self.ev.matched}
+                 "matched": self.ev.matched, "one_thread": self.ev.one_thread}
         per_call = {side: statistics.median(means(b)) for side, b in timed.items()
                     if side in self.runners and means(b)}
         if set(per_call) != set(self.runners):
@@ -1174,6 +1125,7 @@ class Conductor:
                                   "from the timed rounds and timed again", "info"))
         self._resize(sized)
         self.ev.reference, self.ev.candidate, self.ev.matched = [], [], []
+        self.ev.one_thread = []
         self.ev.round_handoff, self._kept_span = [], None
         return True
 
@@ -1200,8 +1152,8 @@ class Conductor:
         return bool(changed)
 
     def _stable(self) -> bool:
-        sides = [self.ev.reference, self.ev.candidate] + ([self.ev.matched] if self.ev.matched
-                                                          else [])
+        sides = [self.ev.reference, self.ev.candidate] + \
+            [s for s in (self.ev.matched, self.ev.one_thread) if s]
         return all(median_rel_ci(means(s)) <= self.job.stable_rel_ci for s in sides)
 
     def _round(self, keep: bool) -> None:
@@ -1279,6 +1231,8 @@ class Conductor:
         self.ev.candidate.append(bursts["candidate"])
         if "matched" in bursts:
             self.ev.matched.append(bursts["matched"])
+        if "one_thread" in bursts:
+            self.ev.one_thread.append(bursts["one_thread"])
         self._kept_span = None if shared else start
         return True
 
@@ -1288,7 +1242,7 @@ class Conductor:
         start, self._kept_span = self._kept_span, None
         if start is None or not (self.shared.overlapped(start) and self.shared.drop()):
             return
-        for side in (self.ev.reference, self.ev.candidate, self.ev.matched):
+        for side in (self.ev.reference, self.ev.candidate, self.ev.matched, self.ev.one_thread):
             if side:
                 side.pop()
         if self.ev.round_handoff:  # its hand-off with it (the current round's comes after)
@@ -1326,6 +1280,7 @@ class Conductor:
         self.ev.reference.clear()
         self.ev.candidate.clear()
         self.ev.matched.clear()
+        self.ev.one_thread.clear()
 
     def _trusted_output_flags(self, results: list[CheckResult]) -> None:
         """What the referee saw itself: outputs sharing memory across calls, outputs still
@@ -1367,6 +1322,7 @@ class Conductor:
 
         ev.reference = [settled(b, 1.0) for b in ev.reference]
         ev.matched = [settled(b, 1.0) for b in ev.matched]
+        ev.one_thread = [settled(b, 1.0) for b in ev.one_thread]
         ev.candidate = [settled(b, share) for b in ev.candidate]
         if once > 0:
             ev.flags.append(Flag("window_once_cost", f"a window of calls pays {once:.3f} ms once "

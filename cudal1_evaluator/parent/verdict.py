@@ -12,7 +12,7 @@ import math
 from dataclasses import replace
 
 from cudal1_evaluator.isolation.sandbox import Outcome
-from cudal1_evaluator.parent import diskcap, reference_runner
+from cudal1_evaluator.parent import diskcap, reference_runner, thread_budget
 from cudal1_evaluator.parent.conduct import Evidence
 from cudal1_evaluator.parent.timing_checks import (
     SLOWED_CAP,
@@ -83,7 +83,7 @@ CLOCK = "trusted_window"  # the parent's clock around each window, per call
 def _timing(ev: Evidence) -> dict[str, TimingSummary]:
     sides = {"reference": ev.reference, "candidate": ev.candidate,
              "reference_pristine": ev.alone, "reference_matched": ev.matched,
-             "reference_alone_sized": ev.alone_sized}
+             "reference_one_thread": ev.one_thread, "reference_alone_sized": ev.alone_sized}
     return {name: summarize(means(bursts), CLOCK) for name, bursts in sides.items()
             if bursts or name in ("reference", "candidate")}
 
@@ -113,17 +113,28 @@ def _against_alone(ev: Evidence) -> bool:
 
 
 def _speedups(ev: Evidence, result: Result) -> None:
-    """Headline: against the reference under the candidate's precision, or the strict one when
-    that is faster (a precision claim never inflates it); strict beside it. The strict
-    reference is the one interleaved with it, capped at 5 % over the reference alone."""
+    """Headline: the lowest against any reference timed: the baseline, the one under the
+    candidate's precision, the one on one thread (a precision claim or a thread count never
+    inflates it); the baseline's beside it. The baseline reference is the one interleaved
+    with it, capped at 5 % over the reference alone."""
     cand = means(ev.candidate)
     strict = ratio(reference_means(ev.alone_for_cap(), ev.reference), cand)
-    if not ev.matched:
+    others = [r for r in (ratio(means(b), cand) for b in (ev.matched, ev.one_thread) if b) if r]
+    if not ev.matched and not ev.one_thread:
         result.speedup, result.speedup_strict = strict, None
         return
-    matched = ratio(means(ev.matched), cand)
     result.speedup_strict = strict
-    result.speedup = min(matched, strict) if matched and strict else matched or strict
+    result.speedup = min([*others, strict] if strict else others) if others else strict
+
+
+def _one_thread_flag(ev: Evidence, result: Result) -> list[Flag]:
+    if not ev.one_thread:
+        return []
+    one = ratio(means(ev.one_thread), means(ev.candidate))
+    lowest = bool(one and result.speedup_strict and one < result.speedup_strict)
+    threads = int(ev.info.get("device", {}).get("threads") or 1)
+    return [Flag(thread_budget.NAME + "_reference",
+                 thread_budget.flag_reason(threads, lowest), "warn" if lowest else "info")]
 
 
 def _status(report: WorkerReport | None, ev: Evidence, flags: list[Flag]) -> tuple[Status, bool]:
@@ -291,6 +302,7 @@ def _from_evidence(job: Job, outcome: Outcome, report: WorkerReport | None, ev: 
     result.status, result.correct = _status(report, ev, result.flags)
     if ev.timed:  # every timed candidate keeps its measured speedup, rejected ones too
         _speedups(ev, result)
+        result.flags += _one_thread_flag(ev, result)
     result.message = _message(result.status, report, ev, outcome, result)
 
 

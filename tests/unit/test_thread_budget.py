@@ -1,30 +1,19 @@
-"""One thread budget for every side: when the reference is also timed at the candidate's
-thread count (the parent's own reading of its CPU, never its word)."""
+"""One thread budget for every side: on a host where torch runs more than one thread, the
+reference is also timed on one, whatever the candidate does, and the lowest speedup counts."""
 
 from __future__ import annotations
 
 from cudal1_evaluator.parent import reference_runner, thread_budget
+from cudal1_evaluator.parent.conduct import Evidence
+from cudal1_evaluator.parent.timing_checks import Burst
+from cudal1_evaluator.parent.verdict import _one_thread_flag, _speedups
+from cudal1_evaluator.schema import Result
 
 
-def test_a_candidate_on_one_core_beside_a_two_thread_reference_is_matched() -> None:
-    assert thread_budget.budget([0.37, 0.31, 0.4], reference_threads=2) == 1
-    # the hand-over dilutes a window's parallelism below a whole core: still one thread
-    assert thread_budget.budget([0.13, 0.2], reference_threads=8) == 1
-    assert thread_budget.budget([2.9, 3.1, 3.0], reference_threads=8) == 3
-
-
-def test_nothing_to_match_when_the_candidate_uses_what_the_reference_may() -> None:
-    assert thread_budget.budget([1.9, 1.8], reference_threads=2) is None
-    assert thread_budget.budget([1.6, 1.6], reference_threads=2) is None  # rounds to 2
-    assert thread_budget.budget([0.4], reference_threads=1) is None  # OMP_NUM_THREADS=1
-    assert thread_budget.budget([], reference_threads=4) is None  # never read
-
-
-def test_parallelism_is_cpu_over_wall() -> None:
-    assert thread_budget.parallelism(30.0, 20.0) == 1.5
-    assert thread_budget.parallelism(None, 20.0) is None
-    assert thread_budget.parallelism(-1.0, 20.0) == 0.0
-    assert thread_budget.parallelism(5.0, 0.0) is None
+def test_the_one_thread_reference_is_timed_wherever_torch_runs_more_than_one() -> None:
+    assert thread_budget.wanted("cpu", 2) and thread_budget.wanted("cpu", 64)
+    assert not thread_budget.wanted("cpu", 1)  # OMP_NUM_THREADS=1: nothing to match
+    assert not thread_budget.wanted("cuda:0", 16)  # a GPU's host threads launch, not compute
 
 
 def test_the_matched_runner_sets_the_thread_count_at_import() -> None:
@@ -37,7 +26,28 @@ def test_the_matched_runner_sets_the_thread_count_at_import() -> None:
         assert "set_num_threads" not in text
 
 
-def test_the_flag_says_what_was_read_and_done() -> None:
-    reason = thread_budget.flag_reason([0.4, 0.35], 2, 1)
-    assert "0.38 cores" in reason and "torch.set_num_threads(1)" in reason
-    assert "not asked" in reason
+def _windows(per_call_ms: float) -> list[Burst]:
+    return [Burst(calls=10, wall_ms=10 * per_call_ms) for _ in range(6)]
+
+
+def test_the_headline_is_the_lowest_against_any_reference() -> None:
+    """Busy cores: the two-thread reference stalls (5 ms a call), on one thread it does not
+    (0.6 ms); a one-thread candidate at 0.55 ms a call is 1.09x, not 9x."""
+    ev = Evidence(reference=_windows(5.0), candidate=_windows(0.55), one_thread=_windows(0.6))
+    ev.info = {"device": {"type": "cpu", "threads": 2}}  # type: ignore[typeddict-item]
+    result = Result(status="ok")
+    _speedups(ev, result)
+    assert result.speedup is not None and abs(result.speedup - 0.6 / 0.55) < 1e-9
+    assert result.speedup_strict is not None and result.speedup_strict > 9
+    (flag,) = _one_thread_flag(ev, result)
+    assert flag.code == "one_thread_reference" and flag.severity == "warn"
+    assert "fastest" in flag.reason
+
+
+def test_a_quiet_host_keeps_the_baseline_speedup() -> None:
+    ev = Evidence(reference=_windows(1.0), candidate=_windows(0.5), one_thread=_windows(1.8))
+    result = Result(status="ok")
+    _speedups(ev, result)
+    assert result.speedup is not None and abs(result.speedup - 2.0) < 1e-9
+    (flag,) = _one_thread_flag(ev, result)
+    assert flag.severity == "info" and "fastest" not in flag.reason
