@@ -210,8 +210,7 @@ def _converse(cond: conduct.Conductor, job: Job,
                 not any(f.severity == "reject" for f in ev.flags):
             if precision.matched_differs(ev.precision):
                 cond.add_matched(start_matched(None))
-            threads = int(ev.info.get("device", {}).get("threads") or 1)
-            if thread_budget.wanted(job.device, threads):
+            if thread_budget.wanted(job.device, thread_budget.reference_threads(ev.info)):
                 cond.add_matched(start_matched(1), thread_budget.NAME)
             cond.timing()
             cond.settle_handoff()

@@ -148,6 +148,11 @@ class Evidence:
     protocol_error: str = ""
     timed: bool = False
 
+    def timed_sides(self) -> dict[str, list[Burst]]:
+        """Each runner's kept windows of the timed rounds, by side (the lists themselves)."""
+        return {"reference": self.reference, "candidate": self.candidate,
+                "matched": self.matched, "one_thread": self.one_thread}
+
     def alone_for_cap(self) -> list[Burst]:
         """The reference alone that the cap on a slowed reference is held to: the alone phase
         (before the candidate was imported), or the alone windows at the timed size
@@ -326,7 +331,7 @@ class Conductor:
         self._quiet: CpuReading | None = None  # the candidate, stopped since its last request
         self.host = HostOutputs(job.device == "cpu", referee.child.exchange)
         # this evaluation's helper threads wait in its windows; on a host, warm children
-        # (the next evaluation's, starting now) are stopped in them too
+        # still importing for the next evaluation are stopped in them too
         self.gate = window_gate.Gate() if job.device.startswith("cuda") else \
             window_gate.Gate(on_open=warm.hold_idle, on_close=warm.release_idle)
         for running in self.children():
@@ -1110,8 +1115,7 @@ class Conductor:
         and run again at the new size; True when they are to be."""
         if self.ev.recheck.mismatches:
             return False
-        timed = {"reference": self.ev.reference, "candidate": self.ev.candidate,
-                 "matched": self.ev.matched, "one_thread": self.ev.one_thread}
+        timed = self.ev.timed_sides()
         per_call = {side: statistics.median(means(b)) for side, b in timed.items()
                     if side in self.runners and means(b)}
         if set(per_call) != set(self.runners):
@@ -1124,8 +1128,8 @@ class Conductor:
                                   "round that ran far slower than the timed ones: sized again "
                                   "from the timed rounds and timed again", "info"))
         self._resize(sized)
-        self.ev.reference, self.ev.candidate, self.ev.matched = [], [], []
-        self.ev.one_thread = []
+        for windows in timed.values():
+            windows.clear()
         self.ev.round_handoff, self._kept_span = [], None
         return True
 
@@ -1152,8 +1156,8 @@ class Conductor:
         return bool(changed)
 
     def _stable(self) -> bool:
-        sides = [self.ev.reference, self.ev.candidate] + \
-            [s for s in (self.ev.matched, self.ev.one_thread) if s]
+        sides = [s for side, s in self.ev.timed_sides().items()
+                 if s or side in ("reference", "candidate")]
         return all(median_rel_ci(means(s)) <= self.job.stable_rel_ci for s in sides)
 
     def _round(self, keep: bool) -> None:
@@ -1227,12 +1231,9 @@ class Conductor:
         shared = self._round_shared or self.shared.overlapped(start)
         if shared and self.shared.drop():
             return False
-        self.ev.reference.append(bursts["reference"])
-        self.ev.candidate.append(bursts["candidate"])
-        if "matched" in bursts:
-            self.ev.matched.append(bursts["matched"])
-        if "one_thread" in bursts:
-            self.ev.one_thread.append(bursts["one_thread"])
+        for side, windows in self.ev.timed_sides().items():
+            if side in bursts:
+                windows.append(bursts[side])
         self._kept_span = None if shared else start
         return True
 
@@ -1242,9 +1243,9 @@ class Conductor:
         start, self._kept_span = self._kept_span, None
         if start is None or not (self.shared.overlapped(start) and self.shared.drop()):
             return
-        for side in (self.ev.reference, self.ev.candidate, self.ev.matched, self.ev.one_thread):
-            if side:
-                side.pop()
+        for windows in self.ev.timed_sides().values():
+            if windows:
+                windows.pop()
         if self.ev.round_handoff:  # its hand-off with it (the current round's comes after)
             self.ev.round_handoff.pop()
 
@@ -1277,10 +1278,8 @@ class Conductor:
         and the copies are its own time; the windows timed so far are dropped."""
         self.copy_outputs = True
         self._kept_span = None  # the round it judged is gone with the rest
-        self.ev.reference.clear()
-        self.ev.candidate.clear()
-        self.ev.matched.clear()
-        self.ev.one_thread.clear()
+        for windows in self.ev.timed_sides().values():
+            windows.clear()
 
     def _trusted_output_flags(self, results: list[CheckResult]) -> None:
         """What the referee saw itself: outputs sharing memory across calls, outputs still

@@ -3,8 +3,8 @@ through exactly the loop, the hand-off and the window the candidate gets.
 
 Its source is the problem's own plus ``ModelNew = Model``; the matched runner's source also
 applies the candidate's precision settings at import (only known settings, only plain values:
-the settings come from the candidate's process), the thread count the parent saw the
-candidate's calls use (``thread_budget``) and, for half or bf16 math, runs ``forward`` under
+the settings come from the candidate's process), the one-thread runner's also one intra-op
+thread (``thread_budget``), and, for half or bf16 math, runs ``forward`` under
 ``torch.autocast`` with floating outputs cast back to fp32.
 """
 

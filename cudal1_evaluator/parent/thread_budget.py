@@ -18,6 +18,8 @@ than the reference on one thread, as it is there.
 
 from __future__ import annotations
 
+from cudal1_evaluator.wire.talk_messages import RefereeInfo
+
 NAME = "one_thread"  # the side (``conduct.RUNNER``) and the timing's key suffix
 
 
@@ -25,6 +27,11 @@ def wanted(device: str, reference_threads: int) -> bool:
     """Whether the reference is also timed on one thread: on a host where torch runs more
     than one (``reference_threads``: torch's count in the referee, the same environment)."""
     return not device.startswith("cuda") and reference_threads > 1
+
+
+def reference_threads(info: RefereeInfo) -> int:
+    """Torch's intra-op threads in the referee (a trusted process, the runners' environment)."""
+    return int(info.get("device", {}).get("threads") or 1)
 
 
 def flag_reason(reference_threads: int, lowest: bool) -> str:

@@ -119,12 +119,12 @@ def _speedups(ev: Evidence, result: Result) -> None:
     with it, capped at 5 % over the reference alone."""
     cand = means(ev.candidate)
     strict = ratio(reference_means(ev.alone_for_cap(), ev.reference), cand)
-    others = [r for r in (ratio(means(b), cand) for b in (ev.matched, ev.one_thread) if b) if r]
-    if not ev.matched and not ev.one_thread:
+    if not (ev.matched or ev.one_thread):
         result.speedup, result.speedup_strict = strict, None
         return
+    found = [r for r in (ratio(means(b), cand) for b in (ev.matched, ev.one_thread) if b) if r]
     result.speedup_strict = strict
-    result.speedup = min([*others, strict] if strict else others) if others else strict
+    result.speedup = min([*found, strict] if strict else found) if found else strict
 
 
 def _one_thread_flag(ev: Evidence, result: Result) -> list[Flag]:
@@ -132,9 +132,8 @@ def _one_thread_flag(ev: Evidence, result: Result) -> list[Flag]:
         return []
     one = ratio(means(ev.one_thread), means(ev.candidate))
     lowest = bool(one and result.speedup_strict and one < result.speedup_strict)
-    threads = int(ev.info.get("device", {}).get("threads") or 1)
-    return [Flag(thread_budget.NAME + "_reference",
-                 thread_budget.flag_reason(threads, lowest), "warn" if lowest else "info")]
+    reason = thread_budget.flag_reason(thread_budget.reference_threads(ev.info), lowest)
+    return [Flag(thread_budget.NAME + "_reference", reason, "warn" if lowest else "info")]
 
 
 def _status(report: WorkerReport | None, ev: Evidence, flags: list[Flag]) -> tuple[Status, bool]:

@@ -98,7 +98,7 @@ class OutputMeta(TypedDict, total=False):
 class MatchedSettings(TypedDict):
     settings: SettingsChanged  # the candidate's settings changes, as the worker reported them
     autocast: str | None
-    threads: NotRequired[int | None]  # intra-op threads, as the parent saw the candidate use
+    threads: NotRequired[int | None]  # intra-op threads (1: the one-thread reference)
 
 
 class RefereeInit(TypedDict):

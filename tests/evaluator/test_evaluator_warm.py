@@ -164,9 +164,9 @@ def _until(check: Any, timeout_s: float = 5.0) -> bool:
 
 
 def test_warm_children_are_stopped_while_a_host_window_is_timed(tmp_path: Path) -> None:
-    """The next evaluation's children start as an evaluation on a CPU begins and import torch
-    between its windows only: every idle one is stopped while a window is open, resumed when
-    the last one closes, and one taken meanwhile is handed out running."""
+    """Warm children still importing for the next evaluation never run beside a timed host
+    window: every idle one is stopped while a window is open, resumed when the last one
+    closes, and one taken meanwhile is handed out running."""
     from cudal1_evaluator.parent.window_gate import Gate
 
     warm.discard_all()
