@@ -294,6 +294,11 @@ def test_a_microsecond_kernel_names_its_headline_and_shows_the_gpu_time() -> Non
     big = Result("ok", profile={"candidate_gpu_us": 900.0},
                  timing={"candidate": TimingSummary(median_ms=1.0)})
     assert _launch_bound_note(big) == ""
+    fast = Result("ok", profile={"candidate_gpu_us": 90.0},
+                  timing={"candidate": TimingSummary(median_ms=0.26)})
+    note = _launch_bound_note(fast)
+    assert "a fast kernel" in note and "0.09 ms a call" in note and "(0.26 ms)" in note
+    assert "closer to 1" in note
 
 
 def test_the_seal_sees_calls_sharing_output_memory_and_samples_the_last_call() -> None:
