@@ -123,10 +123,20 @@ def _prewarm_early(job: Job) -> None:
     the two sides round by round, both beside the same start-up work. On a CPU the timed code
     itself would compete with it, and on a host of few cores the timing's host side would
     (on 2 cores, torch imports beside a window made a 0.3 ms reference read 0.8 or 24 ms a
-    call): there the children start after the evaluation, and are held stopped in every
-    window of the next one that begins before they are ready (``warm.hold_idle``)."""
+    call): there they start at its beginning instead, held stopped in every window
+    (``_prewarm_between_windows``)."""
     if warm.enabled and job.device.startswith("cuda") and \
             (os.cpu_count() or 1) >= EARLY_PREWARM_MIN_CORES:
+        _prewarm(job)
+
+
+def _prewarm_between_windows(job: Job) -> None:
+    """On a CPU, the next evaluation's children start as this one begins: its conductor's
+    gate stops every idle warm child while a window or a no-op yardstick is timed
+    (``warm.hold_idle``), so their imports run only between windows, beside untimed steps.
+    Back-to-back evaluations (a round's candidates, a test suite) then find them ready
+    rather than wait 4-5 s on a 2-core host for three torch imports."""
+    if warm.enabled and not job.device.startswith("cuda"):
         _prewarm(job)
 
 
@@ -198,6 +208,7 @@ def _converse(cond: conduct.Conductor, job: Job,
               start_matched: Callable[[int | None], conduct.Running]) -> None:
     """The schedule: the referee, the reference runner and the reference alone; the
     candidate's build; its trials; the timed rounds."""
+    _prewarm_between_windows(job)
     with contextlib.suppress(PeerGone):
         cond.start(_reuse_alone(job))
         key = pristine_cache.key_of(job, cond.ev.info)

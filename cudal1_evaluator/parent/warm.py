@@ -9,6 +9,7 @@ only earlier.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import contextlib
 import hashlib
 import logging
@@ -32,6 +33,12 @@ TALKING = ("run", "referee")  # children driven by the parent's protocol (a talk
 _lock = threading.Lock()
 _idle: dict[str, Child] = {}
 _held = 0  # host windows being timed now in this process: idle children stay stopped
+# Warm children are forked by this one thread, which lives as long as the process: a child's
+# parent-death signal (``lifetime.bind_to_parent``) fires when the *thread* that forked it
+# ends, so one started from an evaluation's own thread was killed when that thread ended,
+# before the next evaluation could take it.
+_spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1,
+                                                 thread_name_prefix="warm-spawner")
 
 
 def _kind(mode: str, device: str, limits: Limits, build_root: str, tag: str = "") -> str:
@@ -98,8 +105,9 @@ def prepare(mode: str, device: str, limits: Limits, build_root: str | None = Non
             stale.append(_idle.pop(next(iter(_idle))))
         with contextlib.suppress(OSError):  # no warm child: the next evaluation starts cold
             writable = (*writable_for(mode), *([build_root] if build_root else []))
-            _idle[kind] = Child(mode, limits, warm_device=device, talk=mode in TALKING,
-                                writable=writable, watch_warm_up=watch_warm_up)
+            _idle[kind] = _spawner.submit(
+                Child, mode, limits, warm_device=device, talk=mode in TALKING,
+                writable=writable, watch_warm_up=watch_warm_up).result()
             if _held:
                 _signal_group(_idle[kind], signal.SIGSTOP)
     for child in stale:

@@ -201,3 +201,30 @@ def test_the_reference_runner_is_warmed_without_the_dtype_watch(tmp_path: Path) 
     assert "--no-watch-warm-up" in child.proc.args
     assert warm.await_ready(child, "run")
     warm.discard_all()
+
+
+def test_a_warm_child_outlives_the_thread_that_asked_for_it(tmp_path: Path) -> None:
+    """A child dies with the *thread* that forked it (its parent-death signal follows the
+    thread): one prepared from an evaluation's short-lived thread must still be alive, and
+    ready, once that thread has ended (a headless run of several problems lost its warm
+    children to SIGKILL that way, and an evaluation that had taken one mid-start ended in
+    ``runtime_error``)."""
+    import threading
+
+    warm.discard_all()
+    limits = limits_for("cpu", 6144, 120.0)
+    ready: list[bool] = []
+
+    def evaluation() -> None:  # asks, then lives on past the child's start-up, then ends
+        warm.prepare("run", "cpu", limits, str(tmp_path))
+        (child,) = warm._idle.values()
+        ready.append(warm.await_ready(child, "run"))
+
+    asker = threading.Thread(target=evaluation)
+    asker.start()
+    asker.join()
+    (child,) = warm._idle.values()
+    assert ready == [True], child.stderr_tail()
+    time.sleep(0.5)  # a parent-death signal would have landed by now
+    assert child.alive(), child.stderr_tail()
+    warm.discard_all()
