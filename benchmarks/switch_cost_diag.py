@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 WORD = struct.Struct("<I")
@@ -91,6 +92,24 @@ class Driver:
                    ctypes.c_uint32(value), ctypes.c_uint(0))
 
 
+def _host_loop(page: mmap.mmap, calls: int, wait_at: int | None, wait_from: int,
+               work: Callable[[], None], ring_at: int, ring_from: int,
+               ) -> tuple[list[float], float]:
+    """``calls`` turns of: spin until word ``wait_at`` reaches ``j + wait_from`` (None: no
+    wait), run ``work`` (timed), set word ``ring_at`` to ``j + ring_from``. Returns each
+    work's time and the whole loop's time a turn (µs)."""
+    times: list[float] = []
+    started = time.perf_counter_ns()
+    for j in range(calls):
+        if wait_at is not None:
+            _spin(page, wait_at, j + wait_from)
+        t0 = time.perf_counter_ns()
+        work()
+        times.append((time.perf_counter_ns() - t0) / 1e3)
+        _put(page, ring_at, j + ring_from)
+    return times, (time.perf_counter_ns() - started) / 1e3 / calls
+
+
 def _kernel_copy(dst: object, src: object) -> None:
     import torch
     assert isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor)
@@ -104,20 +123,15 @@ def runner(page: mmap.mmap, mode: str, step: str, calls: int, size: int) -> dict
     for _ in range(20):
         torch.mul(x, 2.0, out=y)
     torch.cuda.synchronize()
-    per_call: list[float] = []
     if mode == "host":
-        _put(page, READY_A, 1)
-        started = time.perf_counter_ns()
-        for j in range(calls):
-            if step != "alone":
-                _spin(page, RELEASE, j + 1)
-            t0 = time.perf_counter_ns()
+        def call() -> None:
             torch.mul(x, 2.0, out=y)
             torch.cuda.synchronize()
-            per_call.append((time.perf_counter_ns() - t0) / 1e3)
-            _put(page, DONE, j + 1)
-        total = (time.perf_counter_ns() - started) / 1e3
-        return {"per_call_us": statistics.median(per_call), "cycle_us": total / calls}
+
+        _put(page, READY_A, 1)
+        per_call, cycle = _host_loop(page, calls, None if step == "alone" else RELEASE, 1,
+                                     call, DONE, 1)
+        return {"per_call_us": statistics.median(per_call), "cycle_us": cycle}
     driver = Driver()
     words = driver.device_pointer(page)
     stream = torch.cuda.current_stream().cuda_stream
@@ -151,22 +165,17 @@ def referee(page: mmap.mmap, mode: str, step: str, calls: int, copy_mb: int,
     for _ in range(5):
         do_step()
     torch.cuda.synchronize()
-    steps: list[float] = []
     if mode == "host":
-        _put(page, READY_B, 1)
-        _spin(page, READY_A, 1)
-        started = time.perf_counter_ns()
-        _put(page, RELEASE, 1)
-        for j in range(calls):
-            _spin(page, DONE, j + 1)
-            t0 = time.perf_counter_ns()
+        def synced_step() -> None:
             if step != "none":
                 do_step()
                 torch.cuda.synchronize()
-            steps.append((time.perf_counter_ns() - t0) / 1e3)
-            _put(page, RELEASE, j + 2)
-        total = (time.perf_counter_ns() - started) / 1e3
-        return {"step_us": statistics.median(steps), "cycle_us": total / calls}
+
+        _put(page, READY_B, 1)
+        _spin(page, READY_A, 1)
+        _put(page, RELEASE, 1)  # opens call 0
+        steps, cycle = _host_loop(page, calls, DONE, 1, synced_step, RELEASE, 2)
+        return {"step_us": statistics.median(steps), "cycle_us": cycle}
     driver = Driver()
     words = driver.device_pointer(page)
     stream = torch.cuda.current_stream().cuda_stream
