@@ -38,6 +38,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # the referee's copy, run as a script
+
 WORD = struct.Struct("<I")
 RELEASE, DONE, READY_A, READY_B = 0, 64, 128, 192  # word offsets, a cache line apart
 
@@ -110,12 +114,6 @@ def _host_loop(page: mmap.mmap, calls: int, wait_at: int | None, wait_from: int,
     return times, (time.perf_counter_ns() - started) / 1e3 / calls
 
 
-def _kernel_copy(dst: object, src: object) -> None:
-    import torch
-    assert isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor)
-    torch.bitwise_or(src, 0, out=dst)
-
-
 def runner(page: mmap.mmap, mode: str, step: str, calls: int, size: int) -> dict[str, float]:
     import torch
     x = torch.randn(max(1, size // 4), device="cuda")
@@ -149,6 +147,8 @@ def runner(page: mmap.mmap, mode: str, step: str, calls: int, size: int) -> dict
 def referee(page: mmap.mmap, mode: str, step: str, calls: int, copy_mb: int,
             ) -> dict[str, float]:
     import torch
+
+    from cudal1_evaluator.trusted.referee import copy_by_kernel
     n = copy_mb * (1 << 20) // 8
     src = torch.randint(0, 1 << 40, (max(1, n),), device="cuda", dtype=torch.int64)
     dst = torch.empty_like(src)
@@ -158,7 +158,7 @@ def referee(page: mmap.mmap, mode: str, step: str, calls: int, copy_mb: int,
         if step == "tiny":
             tiny.add_(1)
         elif step == "kcopy":
-            _kernel_copy(dst, src)
+            copy_by_kernel(dst, src)
         elif step == "dma":
             dst.copy_(src)
 

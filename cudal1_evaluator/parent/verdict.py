@@ -167,14 +167,14 @@ def _ok_message(result: Result, alone: bool) -> str:
         text += f"; baseline: {result.precision['baseline']}"
     if any(f.code in ("fallback_taken", "optional_build_failed") for f in result.flags):
         text += "; its own kernel or build did not run: the fallback ran and was timed"
-    return text + _launch_bound_note(result)
+    return text + _fast_kernel_note(result)
 
 
 LAUNCH_BOUND_MS = 0.05  # a call whose GPU time is below this is a microsecond kernel
 RELEASE_BOUND = 1.25  # a trusted call this many times its GPU time is mostly the release
 
 
-def _launch_bound_note(result: Result) -> str:
+def _fast_kernel_note(result: Result) -> str:
     """Fast kernels: the headline is the trusted wall time per call (what a caller that waits
     for each result pays, the launch and, on a GPU, the per-call release's context switches
     included); the GPU time per call, from the profiler in the candidate's own process, is

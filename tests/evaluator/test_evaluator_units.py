@@ -283,20 +283,20 @@ def test_a_microsecond_kernel_names_its_headline_and_shows_the_gpu_time() -> Non
     """A kernel whose GPU time is a few microseconds: the message says the headline is the
     trusted wall time per call in a loop and shows the profiler's GPU time beside it; a
     millisecond kernel gets no such note."""
-    from cudal1_evaluator.parent.verdict import _launch_bound_note
+    from cudal1_evaluator.parent.verdict import _fast_kernel_note
     from cudal1_evaluator.schema import Result, TimingSummary
 
     tiny = Result("ok", profile={"candidate_gpu_us": 6.8, "reference_gpu_us": 7.1},
                   timing={"candidate": TimingSummary(median_ms=0.048)})
-    note = _launch_bound_note(tiny)
+    note = _fast_kernel_note(tiny)
     assert "launch-bound" in note and "0.0068 ms a call" in note and "0.048 ms" in note
     assert "reference 0.0071 ms" in note
     big = Result("ok", profile={"candidate_gpu_us": 900.0},
                  timing={"candidate": TimingSummary(median_ms=1.0)})
-    assert _launch_bound_note(big) == ""
+    assert _fast_kernel_note(big) == ""
     fast = Result("ok", profile={"candidate_gpu_us": 90.0},
                   timing={"candidate": TimingSummary(median_ms=0.26)})
-    note = _launch_bound_note(fast)
+    note = _fast_kernel_note(fast)
     assert "a fast kernel" in note and "0.09 ms a call" in note and "(0.26 ms)" in note
     assert "closer to 1" in note
 
