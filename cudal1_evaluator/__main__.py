@@ -5,6 +5,7 @@ User-facing (print JSON on stdout; candidate code never runs in this process):
     python -m cudal1_evaluator probe PROBEJOB.json
     python -m cudal1_evaluator reference JOB.json
     python -m cudal1_evaluator build JOB.json        # compile only (fills the build cache)
+    python -m cudal1_evaluator lane [--no-warm]      # serve a timing lane (cudal1_evaluator.lane)
 
 Internal (spawned by ``cudal1_evaluator.launch``; the verdict goes to ``--result-fd``):
     python -m cudal1_evaluator _child {run,referee,reference,probe,build} JOB.json --result-fd N ...
@@ -195,6 +196,12 @@ def _user(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lane(args: argparse.Namespace) -> int:
+    from cudal1_evaluator import lane
+
+    return lane.main(warm_children=args.warm)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cudal1_evaluator", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -204,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
         user.add_argument("job")
         user.add_argument("-o", "--output", default=None, help="write the JSON here")
         user.set_defaults(mode=mode, handler=_user)
+    lane = sub.add_parser("lane", help="serve evaluations and probes over stdin/stdout")
+    lane.add_argument("--no-warm", dest="warm", action="store_false",
+                      help="no warm children (one evaluation and out)")
+    lane.set_defaults(handler=_lane)
     child = sub.add_parser("_child")
     child.add_argument("mode", choices=["run", "profile", "probe", "reference", "build",
                                         "referee"])

@@ -1,11 +1,13 @@
 """The one seam to the evaluator: gate, then evaluate a candidate; probe a problem.
 
 The static gate reads the candidate here (tree-sitter, no code runs); a ``reject`` finding is
-the candidate's verdict at once. Otherwise the job goes to ``cudal1_evaluator.launch``, which
-runs everything in isolated subprocesses (this process never imports torch), and the gate's
-warnings lead the result's flags. The engine calls the steps one by one (gate and build on a
-build thread, evaluate holding the device); the CLI and tests call ``judge``. Every Result
-for a candidate that never reached an evaluation comes from ``unevaluated``.
+the candidate's verdict at once. Otherwise the job goes to its device's lane process
+(``engine.lane_process``: ``cudal1_evaluator.launch`` there, its clock away from this
+process's threads), which runs everything in isolated subprocesses (this process never
+imports torch), and the gate's warnings lead the result's flags. Builds stay here: they are
+not timed. The engine calls the steps one by one (gate and build on a build thread,
+evaluate holding the device); the CLI and tests call ``judge``. Every Result for a candidate
+that never reached an evaluation comes from ``unevaluated``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from cudal1_evaluator.schema import (
     Status,
 )
 from cudal1_tui.analysis.gate import Finding, check_candidate, rejected
+from cudal1_tui.engine import lane_process
+from cudal1_tui.engine.lane_process import LaneFailed
 
 Progress = Callable[[str, int, int, str], None]
 
@@ -115,7 +119,12 @@ class IsolatedJudge:
     def evaluate(self, job: Job, prepared: Prepared, *, on_progress: Progress | None = None,
                  cancel: threading.Event | None = None) -> Result:
         """The evaluator on a candidate that passed the gate; the gate's warnings lead."""
-        result = launch.evaluate(job, on_progress=on_progress, cancel=cancel)
+        try:
+            result = Result.from_json(lane_process.ask(
+                job.device, "evaluate", job.to_json(), on_progress, cancel))
+        except LaneFailed as exc:
+            return unevaluated("runtime_error", f"evaluator error: {exc}", reward=job.reward,
+                               job_id=job.job_id, flags=[f.to_flag() for f in prepared.findings])
         result.flags = [f.to_flag() for f in prepared.findings] + result.flags
         return result
 
@@ -137,7 +146,10 @@ class IsolatedJudge:
         key = job.to_json()
         if key in self._passed:
             return self._passed[key]
-        result = launch.probe(job)
+        try:
+            result = ProbeResult.from_json(lane_process.ask(job.device, "probe", job.to_json()))
+        except LaneFailed as exc:
+            return ProbeResult(ok=False, error_kind="crash", message=f"evaluator error: {exc}")
         if result.ok:
             self._passed = {key: result}  # the latest only: a session probes one problem
         return result

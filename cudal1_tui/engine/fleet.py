@@ -96,26 +96,12 @@ def local_devices(device_setting: str, gpus: list[int] | None) -> tuple[str, lis
     return ("cuda" if len(lanes) > 1 else lanes[0]), lanes
 
 
-def room_for_warm_children(lanes: int) -> None:
-    """The evaluator keeps a few idle warm children, sized for one device (a set per device:
-    two runners, a referee, a profile child). With a lane per GPU each lane needs its own set,
-    or the lanes evict each other's and every evaluation starts cold. Children stay keyed by
-    device: a lane never gets one made for another GPU. (A stopgap until the evaluator's
-    ``warm`` takes the number of devices itself.)"""
-    from cudal1_evaluator.parent import warm
-
-    current = getattr(warm, "_MAX_IDLE", None)
-    if lanes > 1 and isinstance(current, int):
-        warm._MAX_IDLE = max(current, 5 * lanes)
-
-
 def local_fleet(device_setting: str, gpus: list[int] | None) -> Fleet:
     if gpus is not None and device_setting == "cpu":
         raise FleetError("--gpus with --device cpu: pick one", fix="drop one of the two")
     device, devices = local_devices(device_setting, gpus)
     label = "CPU (one lane)" if device == "cpu" else \
         f"{len(devices)} GPU lane(s): {', '.join(devices)}"
-    room_for_warm_children(len(devices))
     return Fleet(LocalLanes(devices), JUDGE, device, label)
 
 

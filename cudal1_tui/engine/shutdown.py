@@ -69,14 +69,15 @@ def exit_now(code: int) -> None:
 
     The interpreter's own teardown (a full garbage collection and module cleanup of the model
     client, tree-sitter and Rich, plus a model-stream thread still draining) took over a
-    second on a busy host, while nothing is left to save; warm evaluator children are
-    discarded first (they would die with their watchdog pipe anyway)."""
+    second on a busy host, while nothing is left to save; the evaluator's lane processes are
+    told to go first (they would see their stdin close anyway, and their warm children die with
+    them)."""
     import os
     import sys
 
-    from cudal1_evaluator.parent import warm
+    from cudal1_tui.engine import lane_process
 
-    warm.discard_all()
+    lane_process.close_all(wait_s=0)
     remove_own_temp_dirs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
