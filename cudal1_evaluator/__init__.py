@@ -1,7 +1,7 @@
 """The runtime side of cudal1-tui: compile, verify and time candidates honestly.
 
 Importing this package never imports torch: the schema and the process launcher
-are torch-free so the UI process can use them. Torch is imported only inside the
+are torch-free so the app (and its lane processes) can use them. Torch is imported only inside the
 evaluator's own subprocesses (``python -m cudal1_evaluator``).
 """
 

@@ -1,7 +1,10 @@
 """One timing lane's own process: the trusted clock away from the app's threads (stdlib only).
 
 ``python -m cudal1_evaluator lane`` serves evaluations and probes, one at a time, for the
-process that started it, over its stdin and stdout: one JSON object a line.
+process that started it, over its stdin and stdout. The first line in is the session's key
+(``{"key": "<hex>"}``); every line after it, either way, is sealed with it (``seal``: the
+message's JSON and its HMAC), so a line that another process slipped into a pipe (one of the
+same user, where no sandbox layer keeps it out of ``/proc``) is dropped, never believed.
 
     in:  {"id": 1, "op": "evaluate", "job": "<Job JSON>"}     (or "probe" with a ProbeJob)
          {"id": 1, "op": "cancel"}
@@ -12,7 +15,7 @@ process that started it, over its stdin and stdout: one JSON object a line.
 Why a process of its own: the conductor's clock is ``perf_counter`` in a Python thread, and
 every call of a window wakes it. In the app's process it shared the interpreter lock with
 the screen, the model stream, the session's writes and every other lane's conductor: a busy
-Python thread there made a 0.24 ms call read 20-27 ms (``benchmarks/app_thread_noise.py``).
+Python thread there made a 0.21 ms call read 16-27 ms (``benchmarks/app_thread_noise.py``).
 Here the only other threads are this module's reader and writer, which sleep in system
 calls, and the evaluator's own helpers, which wait in windows (``window_gate``). Warm
 children are this process's: a lane keeps its own ready for its next evaluation.
@@ -23,6 +26,9 @@ cancelled, and its children die with this process's watchdog pipe.
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
+import hmac
 import json
 import logging
 import os
@@ -32,14 +38,37 @@ import threading
 from typing import IO, Any
 
 EXIT_GRACE_S = 5.0  # a cancelled evaluation's children are given this long to go
+_PR_SET_DUMPABLE = 4
+log = logging.getLogger(__name__)
+
+
+def seal(key: bytes, message: dict[str, Any]) -> bytes:
+    """One protocol line: the message's JSON and its HMAC under the session's key."""
+    body = json.dumps(message)
+    mac = hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+    return json.dumps({"body": body, "mac": mac}).encode() + b"\n"
+
+
+def unseal(key: bytes, line: bytes) -> dict[str, Any] | None:
+    """The message of a line sealed with ``key``; None for anything else."""
+    try:
+        outer = json.loads(line)
+        body, mac = outer["body"], outer["mac"]
+        good = hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(good, str(mac)):
+            return None
+        message = json.loads(body)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return message if isinstance(message, dict) else None
 
 
 class _Outbox:
     """Lines to the app, written by a thread of their own: a progress event costs the
     conductor one queue put, never a blocking write inside a window."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
-        self._stream = stream
+    def __init__(self, stream: IO[bytes], key: bytes) -> None:
+        self._stream, self._key = stream, key
         self._lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._drain, name="lane-writer", daemon=True)
         self._thread.start()
@@ -54,38 +83,47 @@ class _Outbox:
     def _drain(self) -> None:
         while (message := self._lines.get()) is not None:
             try:
-                self._stream.write(json.dumps(message).encode() + b"\n")
+                self._stream.write(seal(self._key, message))
                 self._stream.flush()
             except (OSError, ValueError):  # the app is gone: nobody to tell
                 return
 
 
 class _Inbox:
-    """Requests from the app. A cancel sets the running request's event at once; the end of
-    stdin cancels everything."""
+    """Requests from the app, each with a cancel event of its own (a cancel names its
+    request); the end of stdin cancels everything."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    def __init__(self, stream: IO[bytes], key: bytes) -> None:
         self.requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.cancel = threading.Event()  # the running request's
         self.closed = threading.Event()
-        self._stream = stream
+        self._cancels: dict[object, threading.Event] = {}
+        self._lock = threading.Lock()
+        self._stream, self._key = stream, key
         threading.Thread(target=self._read, name="lane-reader", daemon=True).start()
+
+    def cancel_of(self, ident: object) -> threading.Event:
+        with self._lock:
+            return self._cancels.setdefault(ident, threading.Event())
+
+    def done(self, ident: object) -> None:
+        with self._lock:
+            self._cancels.pop(ident, None)
 
     def _read(self) -> None:
         for line in iter(self._stream.readline, b""):
-            try:
-                message = json.loads(line)
-            except ValueError:
-                logging.getLogger(__name__).warning("lane: not a JSON line: %r", line[:200])
-                continue
-            if not isinstance(message, dict):
-                continue
-            if message.get("op") == "cancel":
-                self.cancel.set()
+            message = unseal(self._key, line)
+            if message is None:
+                log.warning("lane: a line not sealed with the session's key, dropped: %r",
+                            line[:200])
+            elif message.get("op") == "cancel":
+                self.cancel_of(message.get("id")).set()
             else:
+                self.cancel_of(message.get("id"))
                 self.requests.put(message)
         self.closed.set()
-        self.cancel.set()
+        with self._lock:
+            for event in self._cancels.values():
+                event.set()
         self.requests.put(None)
 
 
@@ -95,6 +133,7 @@ def _answer(message: dict[str, Any], inbox: _Inbox, outbox: _Outbox) -> dict[str
 
     ident = message.get("id")
     op, text = message.get("op"), message.get("job")
+    cancel = inbox.cancel_of(ident)
     if not isinstance(text, str):
         return {"id": ident, "error": "the request carries no job"}
 
@@ -105,29 +144,34 @@ def _answer(message: dict[str, Any], inbox: _Inbox, outbox: _Outbox) -> dict[str
         if op == "evaluate":
             job = Job.from_json(text)
             return {"id": ident, "result": launch.evaluate(
-                job, on_progress=progress, cancel=inbox.cancel).to_json()}
+                job, on_progress=progress, cancel=cancel).to_json()}
         if op == "probe":
             return {"id": ident, "result": launch.probe(ProbeJob.from_json(text)).to_json()}
     except (ValueError, TypeError, KeyError) as exc:
         return {"id": ident, "error": f"a malformed {op} job: {exc}"}
     except Exception as exc:  # the evaluator's own failure: said, and the lane serves on
-        logging.getLogger(__name__).exception("lane: %s failed", op)
+        log.exception("lane: %s failed", op)
         return {"id": ident, "error": f"the evaluator failed: {type(exc).__name__}: {exc}"}
     return {"id": ident, "error": f"unknown op {op!r}"}
 
 
 def serve(stdin: IO[bytes], stdout: IO[bytes], *, warm_children: bool = True) -> int:
-    """Answer requests until stdin closes."""
+    """Answer requests until stdin closes; the first line is the session's key."""
     from cudal1_evaluator.parent import warm
 
+    try:
+        key = bytes.fromhex(json.loads(stdin.readline())["key"])
+    except (ValueError, TypeError, KeyError):
+        log.error("lane: the first line is not the session's key")
+        return 2
     warm.enabled = warm_children
-    inbox, outbox = _Inbox(stdin), _Outbox(stdout)
+    inbox, outbox = _Inbox(stdin, key), _Outbox(stdout, key)
     try:
         while (message := inbox.requests.get()) is not None:
-            inbox.cancel.clear()
             if inbox.closed.is_set():
                 break
             outbox.put(_answer(message, inbox, outbox))
+            inbox.done(message.get("id"))
     finally:
         warm.discard_all()
         outbox.close()
@@ -135,6 +179,9 @@ def serve(stdin: IO[bytes], stdout: IO[bytes], *, warm_children: bool = True) ->
 
 
 def main(warm_children: bool = True) -> int:
+    # not dumpable: no process of this user can open our /proc entries (the protocol's
+    # pipes, our memory), where no sandbox layer hides us from a candidate
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     # the protocol on descriptors of its own; 0 and 1 become /dev/null and stderr, so no

@@ -1,4 +1,5 @@
-"""The evaluator's public entry points for the app (torch-free: safe in the UI process).
+"""The evaluator's public entry points (torch-free; the app calls them in its lane
+processes, ``lane.py``, and builds here).
 
     evaluate(job, on_progress=..., cancel=...) -> Result
     build(job, cancel=...) -> BuildOutcome      (compile only: fills the build cache)

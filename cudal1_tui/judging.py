@@ -119,12 +119,8 @@ class IsolatedJudge:
     def evaluate(self, job: Job, prepared: Prepared, *, on_progress: Progress | None = None,
                  cancel: threading.Event | None = None) -> Result:
         """The evaluator on a candidate that passed the gate; the gate's warnings lead."""
-        try:
-            result = Result.from_json(lane_process.ask(
-                job.device, "evaluate", job.to_json(), on_progress, cancel))
-        except LaneFailed as exc:
-            return unevaluated("runtime_error", f"evaluator error: {exc}", reward=job.reward,
-                               job_id=job.job_id, flags=[f.to_flag() for f in prepared.findings])
+        result = Result.from_json(lane_process.ask(  # LaneFailed: no verdict, the engine says
+            job.device, "evaluate", job.to_json(), on_progress, cancel))
         result.flags = [f.to_flag() for f in prepared.findings] + result.flags
         return result
 
@@ -149,7 +145,7 @@ class IsolatedJudge:
         try:
             result = ProbeResult.from_json(lane_process.ask(job.device, "probe", job.to_json()))
         except LaneFailed as exc:
-            return ProbeResult(ok=False, error_kind="crash", message=f"evaluator error: {exc}")
+            return ProbeResult(ok=False, error_kind="crash", message=str(exc))
         if result.ok:
             self._passed = {key: result}  # the latest only: a session probes one problem
         return result

@@ -1,6 +1,7 @@
 """Isolation for evaluator subprocesses (stdlib only, no torch).
 
-The parent (the UI process, or ``python -m cudal1_evaluator run``) never runs candidate
+The parent (the app's lane process ``python -m cudal1_evaluator lane``, or
+``python -m cudal1_evaluator run``) never runs candidate
 code. It spawns ``python -m cudal1_evaluator _child MODE JOB.json`` in a new session
 with a scrubbed environment, a private home/temp dir and resource limits, reads
 the verdict from a pipe the candidate does not know, and kills the whole process

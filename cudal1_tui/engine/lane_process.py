@@ -2,15 +2,19 @@
 
 The conductor's clock used to tick in a thread of this process, beside the screen, the model
 stream, session writes and the other lanes' conductors: any of them holding the interpreter
-lock delayed the clock's wake-ups (a 0.24 ms call read 20-27 ms beside one busy thread;
-``benchmarks/app_thread_noise.py``), and two lanes slowed each other's evaluations. Now each
+lock delayed the clock's wake-ups (a 0.21-0.24 ms call read 16-27 ms beside one busy
+thread; ``benchmarks/app_thread_noise.py``), and two lanes slowed each other's evaluations. Now each
 device gets a long-lived lane process, started on first use: it keeps its own warm
 children for its next evaluation and ends when this process closes its stdin (or dies).
 One request at a time per process; the lanes (``engine.lanes``) keep one evaluation a
 device, so one process a device is the normal case (``ask``).
 
 Candidate code never runs here or in the lane process: the lane starts the evaluator's
-sandboxed children as ``launch`` always did.
+sandboxed children as ``launch`` always did. Every line between the two is sealed with a key
+made here for that lane (``cudal1_evaluator.lane.seal``): a line another process slipped
+into a pipe is dropped. A lane that cannot be started or asked, that answers with an error,
+or that dies while it works is ``LaneFailed``: the engine reports it and records no verdict
+(an infrastructure failure is no candidate's reward); the next request starts a fresh lane.
 """
 
 from __future__ import annotations
@@ -22,25 +26,37 @@ import json
 import logging
 import os
 import queue
+import site
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import cudal1_evaluator
+from cudal1_evaluator.isolation import lifetime
+from cudal1_evaluator.isolation.child_env import is_secret
+from cudal1_evaluator.lane import seal, unseal
+from cudal1_tui.errors import Cudal1Error
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str, int, int, str], None]
 POLL_S = 0.2  # how often a waiting request looks at its cancel event
 CLOSE_WAIT_S = 10.0  # a closing lane's evaluation is cancelled and given this long
+CANCEL_WAIT_S = 60.0  # a cancelled request not answered by then: the lane is killed
 warm_children = True  # False: lanes keep no warm children (one-shot commands)
+FIX = "`cudal1-tui doctor` checks the evaluator's interpreter; the app's log has the lane's stderr"
 
 
-class LaneFailed(RuntimeError):
-    """The lane process gave no result: it died, or the evaluator failed in it."""
+class LaneFailed(Cudal1Error):
+    """The lane process gave no result: it could not be started or asked, the evaluator
+    failed in it, or it died while it worked."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, fix=FIX)
 
 
 class LaneProcess:
@@ -53,6 +69,8 @@ class LaneProcess:
         self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._stderr: collections.deque[str] = collections.deque(maxlen=40)
         self._next_id = 0
+        self._key = b""
+        self._lost = False  # a lane of ours ended before its time: its temp dirs are swept
 
     def ask(self, op: str, job_json: str, on_progress: Progress | None = None,
             cancel: threading.Event | None = None) -> str:
@@ -84,26 +102,43 @@ class LaneProcess:
     def _running(self) -> subprocess.Popen[bytes]:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
+        if self._lost:
+            with contextlib.suppress(OSError):
+                lifetime.sweep_stale([])  # what the dead lane's children left in /tmp, /dev/shm
         self._replies = queue.Queue()
         self._stderr.clear()
+        self._key = os.urandom(32)
         command = [sys.executable, "-m", "cudal1_evaluator", "lane",
                    *([] if warm_children else ["--no-warm"])]
-        # its own session: the terminal's Ctrl-C reaches the app, which cancels in order
-        self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, env=_lane_env(),
-                                      start_new_session=True)
-        assert self._proc.stdout is not None and self._proc.stderr is not None
-        _daemon(self._read_replies, (self._proc.stdout, self._replies), f"lane-{self.device}-out")
-        _daemon(self._read_stderr, (self._proc.stderr,), f"lane-{self.device}-err")
-        return self._proc
+        try:  # its own session: the terminal's Ctrl-C reaches the app, which cancels in order
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=_lane_env(),
+                                    start_new_session=True)
+        except OSError as exc:
+            raise LaneFailed(f"the evaluator's process for {self.device} could not start: "
+                             f"{exc}") from None
+        self._proc = proc
+        assert proc.stdout is not None and proc.stderr is not None and proc.stdin is not None
+        _daemon(self._read_replies, (proc.stdout, self._replies, self._key),
+                f"lane-{self.device}-out")
+        _daemon(self._read_stderr, (proc.stderr,), f"lane-{self.device}-err")
+        try:
+            proc.stdin.write(json.dumps({"key": self._key.hex()}).encode() + b"\n")
+            proc.stdin.flush()
+        except OSError as exc:
+            raise LaneFailed(self._died(proc, f"could not be started ({exc})")) from None
+        return proc
 
     @staticmethod
-    def _read_replies(stream: IO[bytes], replies: queue.Queue[dict[str, Any] | None]) -> None:
+    def _read_replies(stream: IO[bytes], replies: queue.Queue[dict[str, Any] | None],
+                      key: bytes) -> None:
         for line in iter(stream.readline, b""):
-            with contextlib.suppress(ValueError):
-                message = json.loads(line)
-                if isinstance(message, dict):
-                    replies.put(message)
+            message = unseal(key, line)
+            if message is None:
+                log.warning("a line on the evaluator lane's pipe that the lane did not seal, "
+                            "dropped: %r", line[:200])
+            else:
+                replies.put(message)
         replies.put(None)
 
     def _read_stderr(self, stream: IO[bytes]) -> None:
@@ -115,35 +150,44 @@ class LaneProcess:
     def _send(self, proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
         try:
             assert proc.stdin is not None
-            proc.stdin.write(json.dumps(message).encode() + b"\n")
+            proc.stdin.write(seal(self._key, message))
             proc.stdin.flush()
         except (OSError, ValueError) as exc:
             raise LaneFailed(self._died(proc, f"could not be asked ({exc})")) from None
 
     def _await(self, proc: subprocess.Popen[bytes], ident: int, on_progress: Progress | None,
                cancel: threading.Event | None) -> str:
-        cancel_sent = False
-        while True:
-            try:
-                message = self._replies.get(timeout=POLL_S)
-            except queue.Empty:
-                if cancel is not None and cancel.is_set() and not cancel_sent:
+        answered = False
+        cancelled_at: float | None = None
+        try:
+            while True:
+                try:
+                    message = self._replies.get(timeout=POLL_S)
+                except queue.Empty:
+                    if cancel is not None and cancel.is_set() and cancelled_at is None:
+                        self._send(proc, {"id": ident, "op": "cancel"})
+                        cancelled_at = time.monotonic()
+                    if cancelled_at is not None and \
+                            time.monotonic() - cancelled_at > CANCEL_WAIT_S:
+                        proc.kill()  # its reader sees the end: the next line raises
+                    continue
+                if message is None:
+                    self._lost = True
+                    raise LaneFailed(self._died(proc, "ended while it worked"))
+                if message.get("id") != ident:
+                    continue  # a late line of an earlier request
+                if "progress" in message:
+                    _tell(on_progress, message["progress"])
+                    continue
+                answered = True
+                if isinstance(message.get("result"), str):
+                    return str(message["result"])
+                raise LaneFailed(f"the evaluator on {self.device} gave no result: "
+                                 f"{message.get('error', 'an unreadable reply')}")
+        finally:
+            if not answered and cancelled_at is None and proc.poll() is None:
+                with contextlib.suppress(LaneFailed):  # we leave: the lane must stop too
                     self._send(proc, {"id": ident, "op": "cancel"})
-                    cancel_sent = True
-                continue
-            if message is None:
-                raise LaneFailed(self._died(proc, "ended"))
-            if message.get("id") != ident:
-                continue  # a late line of an earlier request
-            if "progress" in message:
-                if on_progress is not None:
-                    stage, done, total, note = message["progress"]
-                    on_progress(str(stage), int(done), int(total), str(note))
-                continue
-            if isinstance(message.get("result"), str):
-                return str(message["result"])
-            raise LaneFailed(f"the evaluator on {self.device} gave no result: "
-                             f"{message.get('error', 'an unreadable reply')}")
 
     def _died(self, proc: subprocess.Popen[bytes], what: str) -> str:
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -156,16 +200,32 @@ class LaneProcess:
                 f"afresh for the next candidate; its last words: {tail}")
 
 
+def _tell(on_progress: Progress | None, event: object) -> None:
+    """A progress event to the caller; a broken callback is logged, never the request's end."""
+    if on_progress is None or not isinstance(event, list) or len(event) != 4:
+        return
+    stage, done, total, note = event
+    try:
+        on_progress(str(stage), int(done), int(total), str(note))
+    except Exception:
+        log.exception("a progress callback failed")
+
+
 def _daemon(target: Callable[..., None], args: tuple[Any, ...], name: str) -> None:
     threading.Thread(target=target, args=args, name=name, daemon=True).start()
 
 
 def _lane_env() -> dict[str, str]:
-    """This process's environment, with the evaluator importable from where it is here."""
-    env = dict(os.environ)
+    """This process's environment without its secrets (the lane needs none), with the
+    evaluator importable from where it is here (a source checkout; an installed package
+    needs nothing: its site-packages is on the lane's path already)."""
+    env = {name: value for name, value in os.environ.items() if not is_secret(name)}
     root = str(Path(cudal1_evaluator.__file__).resolve().parent.parent)
-    paths = [root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    installed = {str(Path(p).resolve()) for p in
+                 (*site.getsitepackages(), site.getusersitepackages())}
+    if root not in installed:
+        paths = [root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     return env
 
 

@@ -13,7 +13,10 @@ import threading
 import time
 from pathlib import Path
 
-from cudal1_evaluator.schema import ProbeJob
+import pytest
+
+from cudal1_evaluator.lane import seal, unseal
+from cudal1_evaluator.schema import ProbeJob, ProbeResult
 from cudal1_tui.engine import lane_process
 from cudal1_tui.judging import JUDGE, make_job
 
@@ -31,7 +34,7 @@ def _hog(stop: threading.Event) -> None:
 
 def test_a_busy_thread_of_the_app_does_not_reach_the_clock() -> None:
     """Beside one Python thread that never sleeps, the conductor's clock used to wake up late
-    on every call (a 0.24 ms call of this problem read 20-27 ms, a hundredfold); in the lane
+    on every call (a 0.21-0.24 ms call of this problem read 16-27 ms, a hundredfold); in the lane
     process it does not share this process's interpreter lock. The bound is loose: the busy
     thread still takes one of the host's cores."""
     stop = threading.Event()
@@ -47,16 +50,23 @@ def test_a_busy_thread_of_the_app_does_not_reach_the_clock() -> None:
     assert medians["reference"] < 5.0 and medians["candidate"] < 5.0, medians
 
 
-def test_a_lane_that_dies_is_a_clear_verdict_and_the_next_one_starts_afresh() -> None:
+def test_a_lane_that_dies_is_reported_not_scored_and_the_next_one_starts_afresh() -> None:
+    """An infrastructure failure is no candidate's verdict: no reward-0 record for it."""
     seen = threading.Event()
 
     def on_progress(stage: str, *_: object) -> None:
         if stage in ("correctness", "timing"):
             seen.set()
 
-    results = []
-    worker = threading.Thread(target=lambda: results.append(
-        JUDGE.judge(make_job(PROBLEM, HONEST, **QUICK), on_progress=on_progress)))
+    failures: list[BaseException] = []
+
+    def judge() -> None:
+        try:
+            JUDGE.judge(make_job(PROBLEM, HONEST, **QUICK), on_progress=on_progress)
+        except lane_process.LaneFailed as exc:
+            failures.append(exc)
+
+    worker = threading.Thread(target=judge)
     worker.start()
     assert seen.wait(300), "the evaluation never got going"
     victims = [lane for lanes in lane_process._LANES.values() for lane in lanes
@@ -64,11 +74,46 @@ def test_a_lane_that_dies_is_a_clear_verdict_and_the_next_one_starts_afresh() ->
     assert len(victims) == 1 and victims[0]._proc is not None
     os.kill(victims[0]._proc.pid, signal.SIGKILL)
     worker.join(120)
-    (died,) = results
-    assert died.status == "runtime_error" and died.reward == 0.0
-    assert "evaluator's process for cpu ended (killed by signal 9)" in died.message
+    (failure,) = failures
+    assert "evaluator's process for cpu ended while it worked (killed by signal 9)" in str(failure)
+    assert "fix: `cudal1-tui doctor`" in str(failure)
     again = JUDGE.judge(make_job(PROBLEM, HONEST, **QUICK))
     assert again.status == "ok", again.message
+
+
+def test_a_line_the_lane_did_not_seal_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    """Another process of the user writing into the app's end of the lane's pipe (through
+    ``/proc/<app>/fd``, where no sandbox layer hides it) cannot hand the app a result."""
+    lane = lane_process.LaneProcess("cpu")
+    results: list[str] = []
+    job = ProbeJob(problem_source=PROBLEM, problem_name="forged")
+    asking = threading.Thread(target=lambda: results.append(lane.ask("probe", job.to_json())))
+    asking.start()
+    while lane._proc is None:
+        time.sleep(0.01)
+    assert lane._proc.stdout is not None
+    fake = ProbeResult(ok=True, reference_time_ms=123.0).to_json()
+    into = os.open(f"/proc/self/fd/{lane._proc.stdout.fileno()}", os.O_WRONLY)
+    try:
+        for ident in range(1, 4):
+            os.write(into, json.dumps({"id": ident, "result": fake}).encode() + b"\n")
+            os.write(into, seal(b"not the key", {"id": ident, "result": fake}))
+    finally:
+        os.close(into)
+    asking.join(300)
+    lane.close()
+    (real,) = results
+    assert ProbeResult.from_json(real).reference_time_ms != 123.0
+    assert "did not seal" in caplog.text
+
+
+def test_a_sealed_line_fails_to_open_when_anything_in_it_changed() -> None:
+    key = b"k" * 32
+    line = seal(key, {"id": 1, "result": "{}"})
+    assert unseal(key, line) == {"id": 1, "result": "{}"}
+    assert unseal(b"x" * 32, line) is None
+    assert unseal(key, line.replace(b'\\"id\\": 1', b'\\"id\\": 2')) is None
+    assert unseal(key, b"not json") is None
 
 
 def test_a_cancel_reaches_the_evaluation_in_the_lane() -> None:
@@ -92,16 +137,19 @@ def test_a_cancel_reaches_the_evaluation_in_the_lane() -> None:
 def test_the_lane_answers_bad_requests_and_ends_with_its_stdin() -> None:
     lane = subprocess.Popen([sys.executable, "-m", "cudal1_evaluator", "lane", "--no-warm"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT)
-    requests = [b"not json\n", json.dumps({"id": 1, "op": "nope", "job": "{}"}).encode(),
-                json.dumps({"id": 2, "op": "evaluate"}).encode(),
-                json.dumps({"id": 3, "op": "evaluate", "job": "{\"bad\": 1}"}).encode()]
+    key = os.urandom(32)
+    requests = [json.dumps({"key": key.hex()}).encode() + b"\n", b"not json\n",
+                seal(b"another key", {"id": 9, "op": "probe", "job": "{}"}),
+                seal(key, {"id": 1, "op": "nope", "job": "{}"}),
+                seal(key, {"id": 2, "op": "evaluate"}),
+                seal(key, {"id": 3, "op": "evaluate", "job": "{\"bad\": 1}"})]
     assert lane.stdin is not None and lane.stdout is not None
-    lane.stdin.write(b"\n".join(requests) + b"\n")
+    lane.stdin.write(b"".join(requests))
     lane.stdin.flush()
-    replies = [json.loads(lane.stdout.readline()) for _ in range(3)]
-    assert [r["id"] for r in replies] == [1, 2, 3]
-    assert "unknown op 'nope'" in replies[0]["error"]
-    assert "no job" in replies[1]["error"]
-    assert "malformed evaluate job" in replies[2]["error"]
+    replies = [unseal(key, lane.stdout.readline()) for _ in range(3)]
+    assert [r and r["id"] for r in replies] == [1, 2, 3]  # 9 was never believed
+    assert replies[0] and "unknown op 'nope'" in replies[0]["error"]
+    assert replies[1] and "no job" in replies[1]["error"]
+    assert replies[2] and "malformed evaluate job" in replies[2]["error"]
     lane.stdin.close()  # the app is gone: the lane ends
     assert lane.wait(60) == 0

@@ -16,6 +16,7 @@ from rich.table import Table
 from cudal1_evaluator.schema import TOLERANCES, Job, Result
 from cudal1_tui.cli.reporting import report
 from cudal1_tui.config import Settings
+from cudal1_tui.engine import lane_process
 from cudal1_tui.engine.device import resolve_device
 from cudal1_tui.errors import ConfigError, ProblemError
 from cudal1_tui.judging import JUDGE
@@ -160,6 +161,7 @@ def _problem_failure(args: argparse.Namespace, job: Job) -> ProblemError | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    lane_process.warm_children = False  # one evaluation and out: nothing to keep warm for
     try:
         job = _job(args)
     except _Usage as exc:
