@@ -1,10 +1,12 @@
 """One timing lane's own process: the trusted clock away from the app's threads (stdlib only).
 
 ``python -m cudal1_evaluator lane`` serves evaluations and probes, one at a time, for the
-process that started it, over its stdin and stdout. The first line in is the session's key
-(``{"key": "<hex>"}``); every line after it, either way, is sealed with it (``seal``: the
-message's JSON and its HMAC), so a line that another process slipped into a pipe (one of the
-same user, where no sandbox layer keeps it out of ``/proc``) is dropped, never believed.
+process that started it, over one Unix socket on its stdin and stdout (a socket cannot be
+reopened through ``/proc/<pid>/fd``, a pipe can). Once it is not dumpable it says
+``{"ready": true}``; then the first line in is the session's key (``{"key": "<hex>"}``), and
+every line after it, either way, is sealed with it (``seal``: the message's JSON and its
+HMAC). A line that does not open is another process's write into the channel: the side that
+reads it ends the lane, never believes it.
 
     in:  {"id": 1, "op": "evaluate", "job": "<Job JSON>"}     (or "probe" with a ProbeJob)
          {"id": 1, "op": "cancel"}
@@ -40,6 +42,13 @@ from typing import IO, Any
 EXIT_GRACE_S = 5.0  # a cancelled evaluation's children are given this long to go
 _PR_SET_DUMPABLE = 4
 log = logging.getLogger(__name__)
+
+
+def not_dumpable() -> None:
+    """No process of this user can open this one's /proc entries (its descriptors, memory,
+    environment) or attach to it, where no sandbox layer hides it from a candidate; the
+    first thing a trusted process does (the app, each lane)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def seal(key: bytes, message: dict[str, Any]) -> bytes:
@@ -113,9 +122,10 @@ class _Inbox:
         for line in iter(self._stream.readline, b""):
             message = unseal(self._key, line)
             if message is None:
-                log.warning("lane: a line not sealed with the session's key, dropped: %r",
-                            line[:200])
-            elif message.get("op") == "cancel":
+                log.error("lane: a line of %d bytes not sealed with the session's key: "
+                          "another process wrote into the channel; the lane ends", len(line))
+                break
+            if message.get("op") == "cancel":
                 self.cancel_of(message.get("id")).set()
             else:
                 self.cancel_of(message.get("id"))
@@ -156,12 +166,14 @@ def _answer(message: dict[str, Any], inbox: _Inbox, outbox: _Outbox) -> dict[str
 
 
 def serve(stdin: IO[bytes], stdout: IO[bytes], *, warm_children: bool = True) -> int:
-    """Answer requests until stdin closes; the first line is the session's key."""
+    """Say ready, then answer requests until stdin closes; the first line is the key."""
     from cudal1_evaluator.parent import warm
 
     try:
+        stdout.write(json.dumps({"ready": True}).encode() + b"\n")
+        stdout.flush()
         key = bytes.fromhex(json.loads(stdin.readline())["key"])
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, OSError):
         log.error("lane: the first line is not the session's key")
         return 2
     warm.enabled = warm_children
@@ -179,9 +191,7 @@ def serve(stdin: IO[bytes], stdout: IO[bytes], *, warm_children: bool = True) ->
 
 
 def main(warm_children: bool = True) -> int:
-    # not dumpable: no process of this user can open our /proc entries (the protocol's
-    # pipes, our memory), where no sandbox layer hides us from a candidate
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    not_dumpable()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     # the protocol on descriptors of its own; 0 and 1 become /dev/null and stderr, so no

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
+from cudal1_evaluator.lane import not_dumpable
 from cudal1_tui import __version__
 from cudal1_tui.cli import commands
 from cudal1_tui.cli.reporting import report
@@ -58,6 +59,7 @@ def _route(argv: list[str], names: set[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    not_dumpable()  # its /proc (lane channels, memory, secrets) closed to the user's others
     parser = build_parser()
     names = set(commands.NAMES)
     args = parser.parse_args(_route(list(sys.argv[1:] if argv is None else argv), names))

@@ -3,18 +3,21 @@
 The conductor's clock used to tick in a thread of this process, beside the screen, the model
 stream, session writes and the other lanes' conductors: any of them holding the interpreter
 lock delayed the clock's wake-ups (a 0.21-0.24 ms call read 16-27 ms beside one busy
-thread; ``benchmarks/app_thread_noise.py``), and two lanes slowed each other's evaluations. Now each
-device gets a long-lived lane process, started on first use: it keeps its own warm
-children for its next evaluation and ends when this process closes its stdin (or dies).
-One request at a time per process; the lanes (``engine.lanes``) keep one evaluation a
-device, so one process a device is the normal case (``ask``).
+thread; ``benchmarks/app_thread_noise.py``). Now each device gets a long-lived lane process,
+started on first use: it keeps its own warm children for its next evaluation and ends when
+this process closes its channel (or dies). One request at a time per process; the lanes
+(``engine.lanes``) keep one evaluation a device, so one process a device is the normal case
+(``ask``).
 
 Candidate code never runs here or in the lane process: the lane starts the evaluator's
-sandboxed children as ``launch`` always did. Every line between the two is sealed with a key
-made here for that lane (``cudal1_evaluator.lane.seal``): a line another process slipped
-into a pipe is dropped. A lane that cannot be started or asked, that answers with an error,
-or that dies while it works is ``LaneFailed``: the engine reports it and records no verdict
-(an infrastructure failure is no candidate's reward); the next request starts a fresh lane.
+sandboxed children as ``launch`` always did. The two talk over a Unix socket (not
+reopenable through ``/proc``, as a pipe is); once the lane says it is ready (no longer
+dumpable) it gets a key made here, and every line after that is sealed with it
+(``cudal1_evaluator.lane.seal``): a line that does not open is another process's, and the
+lane is killed rather than believed. A lane that cannot be started or asked, that answers
+with an error, or that dies while it works is ``LaneFailed``: the engine reports it and
+records no verdict (an infrastructure failure is no candidate's reward); the next request
+starts a fresh lane.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import logging
 import os
 import queue
 import site
+import socket
 import subprocess
 import sys
 import threading
@@ -47,6 +51,7 @@ Progress = Callable[[str, int, int, str], None]
 POLL_S = 0.2  # how often a waiting request looks at its cancel event
 CLOSE_WAIT_S = 10.0  # a closing lane's evaluation is cancelled and given this long
 CANCEL_WAIT_S = 60.0  # a cancelled request not answered by then: the lane is killed
+READY_WAIT_S = 120.0  # a lane that has not said it is ready by then (its imports) is killed
 warm_children = True  # False: lanes keep no warm children (one-shot commands)
 FIX = "`cudal1-tui doctor` checks the evaluator's interpreter; the app's log has the lane's stderr"
 
@@ -62,34 +67,38 @@ class LaneFailed(Cudal1Error):
 class LaneProcess:
     """One device's evaluator process, started on the first request and again after a death."""
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, command: list[str] | None = None) -> None:
         self.device = device
+        self._command = command  # None: ``python -m cudal1_evaluator lane`` (tests: a stand-in)
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
+        self._channel: socket.socket | None = None
         self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._stderr: collections.deque[str] = collections.deque(maxlen=40)
         self._next_id = 0
         self._key = b""
         self._lost = False  # a lane of ours ended before its time: its temp dirs are swept
+        self._why_ended = ""  # what this side did to end it (a deadline, a foreign line)
 
     def ask(self, op: str, job_json: str, on_progress: Progress | None = None,
-            cancel: threading.Event | None = None) -> str:
-        """The result JSON of ``op`` ("evaluate" or "probe") on ``job_json``."""
+            cancel: threading.Event | None = None, deadline_s: float | None = None) -> str:
+        """The result JSON of ``op`` ("evaluate" or "probe") on ``job_json``; a lane that has
+        not answered after ``deadline_s`` is killed."""
         with self._lock:
             proc = self._running()
             self._next_id += 1
             ident = self._next_id
             self._send(proc, {"id": ident, "op": op, "job": job_json})
-            return self._await(proc, ident, on_progress, cancel)
+            until = None if deadline_s is None else time.monotonic() + deadline_s
+            return self._await(proc, ident, on_progress, cancel, until)
 
     def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
-        """End the lane: its stdin closes, a running evaluation is cancelled, warm children go."""
-        proc = self._proc
-        if proc is None:
+        """End the lane: its channel closes, a running evaluation is cancelled, warm children go."""
+        proc, channel = self._proc, self._channel
+        if proc is None or channel is None:
             return
-        if proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                proc.stdin.close()
+        with contextlib.suppress(OSError):
+            channel.shutdown(socket.SHUT_WR)  # the lane reads the end of its requests
         if wait_s > 0:
             try:
                 proc.wait(timeout=wait_s)
@@ -105,40 +114,55 @@ class LaneProcess:
         if self._lost:
             with contextlib.suppress(OSError):
                 lifetime.sweep_stale([])  # what the dead lane's children left in /tmp, /dev/shm
-        self._replies = queue.Queue()
+        self._replies, self._why_ended = queue.Queue(), ""
         self._stderr.clear()
-        self._key = os.urandom(32)
-        command = [sys.executable, "-m", "cudal1_evaluator", "lane",
-                   *([] if warm_children else ["--no-warm"])]
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        command = self._command or [sys.executable, "-m", "cudal1_evaluator", "lane",
+                                    *([] if warm_children else ["--no-warm"])]
         try:  # its own session: the terminal's Ctrl-C reaches the app, which cancels in order
-            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(command, stdin=theirs.fileno(), stdout=theirs.fileno(),
                                     stderr=subprocess.PIPE, env=_lane_env(),
                                     start_new_session=True)
         except OSError as exc:
+            ours.close()
             raise LaneFailed(f"the evaluator's process for {self.device} could not start: "
                              f"{exc}") from None
-        self._proc = proc
-        assert proc.stdout is not None and proc.stderr is not None and proc.stdin is not None
-        _daemon(self._read_replies, (proc.stdout, self._replies, self._key),
-                f"lane-{self.device}-out")
+        finally:
+            theirs.close()
+        self._proc, self._channel = proc, ours
+        assert proc.stderr is not None
         _daemon(self._read_stderr, (proc.stderr,), f"lane-{self.device}-err")
-        try:
-            proc.stdin.write(json.dumps({"key": self._key.hex()}).encode() + b"\n")
-            proc.stdin.flush()
-        except OSError as exc:
-            raise LaneFailed(self._died(proc, f"could not be started ({exc})")) from None
+        self._key = self._handshake(proc, ours)
+        _daemon(self._read_replies, (proc, ours.makefile("rb"), self._replies, self._key),
+                f"lane-{self.device}-out")
         return proc
 
-    @staticmethod
-    def _read_replies(stream: IO[bytes], replies: queue.Queue[dict[str, Any] | None],
-                      key: bytes) -> None:
+    def _handshake(self, proc: subprocess.Popen[bytes], channel: socket.socket) -> bytes:
+        """Wait for the lane to say it is ready (not dumpable by then), then give it a key:
+        the key never waits in a channel of a process whose /proc is open to others."""
+        channel.settimeout(READY_WAIT_S)
+        try:
+            first = channel.recv(64)
+            if not first.startswith(b'{"ready": true}'):
+                raise OSError(f"it said {first[:40]!r} before anything else")
+            key = os.urandom(32)
+            channel.settimeout(None)
+            channel.sendall(json.dumps({"key": key.hex()}).encode() + b"\n")
+        except OSError as exc:
+            proc.kill()
+            raise LaneFailed(self._died(proc, f"did not start ({exc})")) from None
+        return key
+
+    def _read_replies(self, proc: subprocess.Popen[bytes], stream: IO[bytes],
+                      replies: queue.Queue[dict[str, Any] | None], key: bytes) -> None:
         for line in iter(stream.readline, b""):
             message = unseal(key, line)
             if message is None:
-                log.warning("a line on the evaluator lane's pipe that the lane did not seal, "
-                            "dropped: %r", line[:200])
-            else:
-                replies.put(message)
+                self._why_ended = (f"was killed: a line of {len(line)} bytes on its channel "
+                                   "that it did not seal (another process wrote into it)")
+                proc.kill()
+                break
+            replies.put(message)
         replies.put(None)
 
     def _read_stderr(self, stream: IO[bytes]) -> None:
@@ -149,14 +173,13 @@ class LaneProcess:
 
     def _send(self, proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
         try:
-            assert proc.stdin is not None
-            proc.stdin.write(seal(self._key, message))
-            proc.stdin.flush()
-        except (OSError, ValueError) as exc:
+            assert self._channel is not None
+            self._channel.sendall(seal(self._key, message))
+        except (OSError, AssertionError) as exc:
             raise LaneFailed(self._died(proc, f"could not be asked ({exc})")) from None
 
     def _await(self, proc: subprocess.Popen[bytes], ident: int, on_progress: Progress | None,
-               cancel: threading.Event | None) -> str:
+               cancel: threading.Event | None, until: float | None) -> str:
         answered = False
         cancelled_at: float | None = None
         try:
@@ -167,13 +190,11 @@ class LaneProcess:
                     if cancel is not None and cancel.is_set() and cancelled_at is None:
                         self._send(proc, {"id": ident, "op": "cancel"})
                         cancelled_at = time.monotonic()
-                    if cancelled_at is not None and \
-                            time.monotonic() - cancelled_at > CANCEL_WAIT_S:
-                        proc.kill()  # its reader sees the end: the next line raises
+                    self._kill_if_late(proc, cancelled_at, until)
                     continue
                 if message is None:
                     self._lost = True
-                    raise LaneFailed(self._died(proc, "ended while it worked"))
+                    raise LaneFailed(self._died(proc, self._why_ended or "ended while it worked"))
                 if message.get("id") != ident:
                     continue  # a late line of an earlier request
                 if "progress" in message:
@@ -188,6 +209,19 @@ class LaneProcess:
             if not answered and cancelled_at is None and proc.poll() is None:
                 with contextlib.suppress(LaneFailed):  # we leave: the lane must stop too
                     self._send(proc, {"id": ident, "op": "cancel"})
+
+    def _kill_if_late(self, proc: subprocess.Popen[bytes], cancelled_at: float | None,
+                      until: float | None) -> None:
+        """A lane that ignores a cancel, or outlives the request's deadline, is killed: its
+        reader then sees the end, and the wait raises."""
+        now = time.monotonic()
+        if cancelled_at is not None and now - cancelled_at > CANCEL_WAIT_S:
+            self._why_ended = f"did not stop within {CANCEL_WAIT_S:g} s of a cancel; killed"
+        elif until is not None and now > until:
+            self._why_ended = "did not answer within the request's time limit; killed"
+        else:
+            return
+        proc.kill()
 
     def _died(self, proc: subprocess.Popen[bytes], what: str) -> str:
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -235,14 +269,14 @@ _LANES_LOCK = threading.Lock()
 
 
 def ask(device: str, op: str, job_json: str, on_progress: Progress | None = None,
-        cancel: threading.Event | None = None) -> str:
+        cancel: threading.Event | None = None, deadline_s: float | None = None) -> str:
     """``op`` on ``job_json`` in a lane process of ``device`` (``cuda`` and ``cuda:0`` are
     one). Normally one process a device, as one evaluation a device holds its lane at a time;
     a second request while the first runs (slot lanes that place work themselves) gets a
     process of its own, so this layer never serializes what the lanes allow at once."""
     lane = _lease(device)
     try:
-        return lane.ask(op, job_json, on_progress, cancel)
+        return lane.ask(op, job_json, on_progress, cancel, deadline_s)
     finally:
         with _LANES_LOCK:
             _BUSY.discard(id(lane))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -81,30 +82,48 @@ def test_a_lane_that_dies_is_reported_not_scored_and_the_next_one_starts_afresh(
     assert again.status == "ok", again.message
 
 
-def test_a_line_the_lane_did_not_seal_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
-    """Another process of the user writing into the app's end of the lane's pipe (through
-    ``/proc/<app>/fd``, where no sandbox layer hides it) cannot hand the app a result."""
+FAKE_LANE = """
+import json, sys
+sys.stdout.buffer.write(b'{"ready": true}\\n'); sys.stdout.buffer.flush()
+sys.stdin.buffer.readline()  # the key, which this stand-in does not know how to use
+sys.stdin.buffer.readline()  # the request
+sys.stdout.buffer.write(json.dumps({"id": 1, "result": "{}"}).encode() + b"\\n")
+sys.stdout.buffer.flush()
+sys.stdin.buffer.readline()
+"""
+
+
+def test_a_line_the_lane_did_not_seal_ends_the_lane_and_is_never_believed() -> None:
+    """What another process of the user wrote into the channel (where no sandbox layer hides
+    the app: no PID namespace, no ``nobody``) is no result: the lane is killed, the request
+    fails. A real process over a real socket, standing in for a lane that was tampered with."""
+    lane = lane_process.LaneProcess("cpu", command=[sys.executable, "-c", FAKE_LANE])
+    with pytest.raises(lane_process.LaneFailed, match="did not seal"):
+        lane.ask("probe", "{}", deadline_s=60)
+    assert lane._proc is not None and lane._proc.wait(10) == -signal.SIGKILL
+
+
+def test_the_channel_cannot_be_reopened_through_proc() -> None:
+    """A pipe's end can be opened again through ``/proc/<pid>/fd`` by another process of the
+    user (round 32 wrote forged results so); the lane's channel is a socket, which cannot."""
     lane = lane_process.LaneProcess("cpu")
-    results: list[str] = []
-    job = ProbeJob(problem_source=PROBLEM, problem_name="forged")
-    asking = threading.Thread(target=lambda: results.append(lane.ask("probe", job.to_json())))
-    asking.start()
-    while lane._proc is None:
-        time.sleep(0.01)
-    assert lane._proc.stdout is not None
-    fake = ProbeResult(ok=True, reference_time_ms=123.0).to_json()
-    into = os.open(f"/proc/self/fd/{lane._proc.stdout.fileno()}", os.O_WRONLY)
     try:
-        for ident in range(1, 4):
-            os.write(into, json.dumps({"id": ident, "result": fake}).encode() + b"\n")
-            os.write(into, seal(b"not the key", {"id": ident, "result": fake}))
+        ProbeResult.from_json(lane.ask("probe", ProbeJob(problem_source=PROBLEM).to_json()))
+        assert lane._channel is not None
+        with pytest.raises(OSError):
+            os.open(f"/proc/self/fd/{lane._channel.fileno()}", os.O_WRONLY)
     finally:
-        os.close(into)
-    asking.join(300)
-    lane.close()
-    (real,) = results
-    assert ProbeResult.from_json(real).reference_time_ms != 123.0
-    assert "did not seal" in caplog.text
+        lane.close()
+
+
+def test_a_lane_answers_what_it_was_asked_after_sealed_requests() -> None:
+    lane = lane_process.LaneProcess("cpu")
+    try:
+        job = ProbeJob(problem_source=PROBLEM, problem_name="sealed")
+        result = ProbeResult.from_json(lane.ask("probe", job.to_json(), deadline_s=300))
+        assert result.ok, result.message
+    finally:
+        lane.close()
 
 
 def test_a_sealed_line_fails_to_open_when_anything_in_it_changed() -> None:
@@ -134,22 +153,24 @@ def test_a_cancel_reaches_the_evaluation_in_the_lane() -> None:
     assert probe.ok, probe.message  # the lane serves on
 
 
-def test_the_lane_answers_bad_requests_and_ends_with_its_stdin() -> None:
+def test_the_lane_answers_bad_requests_and_ends_at_a_line_it_cannot_open() -> None:
+    ours, theirs = socket.socketpair()
     lane = subprocess.Popen([sys.executable, "-m", "cudal1_evaluator", "lane", "--no-warm"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT)
+                            stdin=theirs.fileno(), stdout=theirs.fileno(), cwd=ROOT)
+    theirs.close()
+    replies = ours.makefile("rb")
+    assert json.loads(replies.readline()) == {"ready": True}
     key = os.urandom(32)
-    requests = [json.dumps({"key": key.hex()}).encode() + b"\n", b"not json\n",
-                seal(b"another key", {"id": 9, "op": "probe", "job": "{}"}),
-                seal(key, {"id": 1, "op": "nope", "job": "{}"}),
-                seal(key, {"id": 2, "op": "evaluate"}),
-                seal(key, {"id": 3, "op": "evaluate", "job": "{\"bad\": 1}"})]
-    assert lane.stdin is not None and lane.stdout is not None
-    lane.stdin.write(b"".join(requests))
-    lane.stdin.flush()
-    replies = [unseal(key, lane.stdout.readline()) for _ in range(3)]
-    assert [r and r["id"] for r in replies] == [1, 2, 3]  # 9 was never believed
-    assert replies[0] and "unknown op 'nope'" in replies[0]["error"]
-    assert replies[1] and "no job" in replies[1]["error"]
-    assert replies[2] and "malformed evaluate job" in replies[2]["error"]
-    lane.stdin.close()  # the app is gone: the lane ends
-    assert lane.wait(60) == 0
+    ours.sendall(json.dumps({"key": key.hex()}).encode() + b"\n" + b"".join([
+        seal(key, {"id": 1, "op": "nope", "job": "{}"}),
+        seal(key, {"id": 2, "op": "evaluate"}),
+        seal(key, {"id": 3, "op": "evaluate", "job": "{\"bad\": 1}"})]))
+    answers = [unseal(key, replies.readline()) for _ in range(3)]
+    assert [a and a["id"] for a in answers] == [1, 2, 3]
+    assert answers[0] and "unknown op 'nope'" in answers[0]["error"]
+    assert answers[1] and "no job" in answers[1]["error"]
+    assert answers[2] and "malformed evaluate job" in answers[2]["error"]
+    ours.sendall(seal(b"another key", {"id": 4, "op": "probe", "job": "{}"}))
+    assert lane.wait(60) == 0  # it ended by itself: the channel was not only ours
+    assert replies.readline() == b""
+    ours.close()
