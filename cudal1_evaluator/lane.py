@@ -40,15 +40,19 @@ import threading
 from typing import IO, Any
 
 EXIT_GRACE_S = 5.0  # a cancelled evaluation's children are given this long to go
-_PR_SET_DUMPABLE = 4
+_PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
 log = logging.getLogger(__name__)
 
 
-def not_dumpable() -> None:
+def not_dumpable() -> bool:
     """No process of this user can open this one's /proc entries (its descriptors, memory,
     environment) or attach to it, where no sandbox layer hides it from a candidate; the
-    first thing a trusted process does (the app, each lane)."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    first thing a trusted process does (the app, each lane). True once it holds (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    return int(prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)) == 0
 
 
 def seal(key: bytes, message: dict[str, Any]) -> bytes:
@@ -119,22 +123,28 @@ class _Inbox:
             self._cancels.pop(ident, None)
 
     def _read(self) -> None:
-        for line in iter(self._stream.readline, b""):
-            message = unseal(self._key, line)
-            if message is None:
-                log.error("lane: a line of %d bytes not sealed with the session's key: "
-                          "another process wrote into the channel; the lane ends", len(line))
-                break
-            if message.get("op") == "cancel":
-                self.cancel_of(message.get("id")).set()
-            else:
-                self.cancel_of(message.get("id"))
-                self.requests.put(message)
-        self.closed.set()
-        with self._lock:
-            for event in self._cancels.values():
-                event.set()
-        self.requests.put(None)
+        try:
+            for line in iter(self._stream.readline, b""):
+                message = unseal(self._key, line)
+                if message is None:
+                    log.error("lane: a line of %d bytes not sealed with the session's key: "
+                              "another process wrote into the channel; the lane ends now",
+                              len(line))
+                    sys.stderr.flush()
+                    os._exit(3)  # nothing more from us: the app must not read a result
+                if message.get("op") == "cancel":
+                    self.cancel_of(message.get("id")).set()
+                else:
+                    self.cancel_of(message.get("id"))
+                    self.requests.put(message)
+        except (OSError, ValueError):  # a socket whose peer died with our lines unread
+            pass
+        finally:
+            self.closed.set()
+            with self._lock:
+                for event in self._cancels.values():
+                    event.set()
+            self.requests.put(None)
 
 
 def _answer(message: dict[str, Any], inbox: _Inbox, outbox: _Outbox) -> dict[str, Any]:
@@ -169,6 +179,9 @@ def serve(stdin: IO[bytes], stdout: IO[bytes], *, warm_children: bool = True) ->
     """Say ready, then answer requests until stdin closes; the first line is the key."""
     from cudal1_evaluator.parent import warm
 
+    if sys.platform.startswith("linux") and not not_dumpable():
+        log.error("lane: could not make this process non-dumpable; refusing to serve")
+        return 2
     try:
         stdout.write(json.dumps({"ready": True}).encode() + b"\n")
         stdout.flush()

@@ -39,9 +39,9 @@ Progress = Callable[[str, int, int, str], None]
 # under the same time limit, while holding the device.
 FINAL_BUILD_STATUSES = frozenset({"compile_error", "timeout"})
 
-# a lane still silent this long after a request is killed (the evaluator enforces
-# ``timeout_s`` itself; a strict re-evaluation and the profile pass can follow the first)
-EVALUATION_DEADLINE_FACTOR, LANE_SLACK_S = 3, 120.0
+# a lane silent this long during a request (no progress, no result) is killed: the evaluator
+# bounds each of its children by ``timeout_s`` and says something between them
+SILENCE_FACTOR, LANE_SLACK_S = 2, 120.0
 
 _JOB_FIELDS = frozenset(f.name for f in fields(Job)) - {"problem_source", "candidate_source"}
 
@@ -125,7 +125,7 @@ class IsolatedJudge:
         """The evaluator on a candidate that passed the gate; the gate's warnings lead."""
         result = Result.from_json(lane_process.ask(  # LaneFailed: no verdict, the engine says
             job.device, "evaluate", job.to_json(), on_progress, cancel,
-            deadline_s=EVALUATION_DEADLINE_FACTOR * job.timeout_s + LANE_SLACK_S))
+            silence_s=SILENCE_FACTOR * job.timeout_s + LANE_SLACK_S))
         result.flags = [f.to_flag() for f in prepared.findings] + result.flags
         return result
 
@@ -149,7 +149,7 @@ class IsolatedJudge:
             return self._passed[key]
         try:
             result = ProbeResult.from_json(lane_process.ask(
-                job.device, "probe", job.to_json(), deadline_s=job.timeout_s + LANE_SLACK_S))
+                job.device, "probe", job.to_json(), silence_s=job.timeout_s + LANE_SLACK_S))
         except LaneFailed as exc:
             return ProbeResult(ok=False, error_kind="crash", message=str(exc))
         if result.ok:

@@ -31,6 +31,7 @@ import os
 import queue
 import site
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -42,7 +43,7 @@ from typing import IO, Any
 import cudal1_evaluator
 from cudal1_evaluator.isolation import lifetime
 from cudal1_evaluator.isolation.child_env import is_secret
-from cudal1_evaluator.lane import seal, unseal
+from cudal1_evaluator.lane import not_dumpable, seal, unseal
 from cudal1_tui.errors import Cudal1Error
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ POLL_S = 0.2  # how often a waiting request looks at its cancel event
 CLOSE_WAIT_S = 10.0  # a closing lane's evaluation is cancelled and given this long
 CANCEL_WAIT_S = 60.0  # a cancelled request not answered by then: the lane is killed
 READY_WAIT_S = 120.0  # a lane that has not said it is ready by then (its imports) is killed
+SEND_WAIT_S = 30.0  # a request or cancel the lane does not take in by then fails
+GONE_WAIT_S = 2.0  # a lane found dead: its last lines are waited for this long
 warm_children = True  # False: lanes keep no warm children (one-shot commands)
 FIX = "`cudal1-tui doctor` checks the evaluator's interpreter; the app's log has the lane's stderr"
 
@@ -81,16 +84,15 @@ class LaneProcess:
         self._why_ended = ""  # what this side did to end it (a deadline, a foreign line)
 
     def ask(self, op: str, job_json: str, on_progress: Progress | None = None,
-            cancel: threading.Event | None = None, deadline_s: float | None = None) -> str:
-        """The result JSON of ``op`` ("evaluate" or "probe") on ``job_json``; a lane that has
-        not answered after ``deadline_s`` is killed."""
+            cancel: threading.Event | None = None, silence_s: float | None = None) -> str:
+        """The result JSON of ``op`` ("evaluate" or "probe") on ``job_json``; a lane silent
+        (no progress, no result) for ``silence_s`` is killed."""
         with self._lock:
             proc = self._running()
             self._next_id += 1
             ident = self._next_id
             self._send(proc, {"id": ident, "op": op, "job": job_json})
-            until = None if deadline_s is None else time.monotonic() + deadline_s
-            return self._await(proc, ident, on_progress, cancel, until)
+            return self._await(proc, ident, on_progress, cancel, silence_s)
 
     def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
         """End the lane: its channel closes, a running evaluation is cancelled, warm children go."""
@@ -105,6 +107,7 @@ class LaneProcess:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            channel.close()
 
     # -- the process -------------------------------------------------------------------
 
@@ -114,6 +117,9 @@ class LaneProcess:
         if self._lost:
             with contextlib.suppress(OSError):
                 lifetime.sweep_stale([])  # what the dead lane's children left in /tmp, /dev/shm
+        not_dumpable()  # the keys this process makes stay out of other processes' reach
+        if self._channel is not None:
+            self._channel.close()
         self._replies, self._why_ended = queue.Queue(), ""
         self._stderr.clear()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -147,23 +153,32 @@ class LaneProcess:
                 raise OSError(f"it said {first[:40]!r} before anything else")
             key = os.urandom(32)
             channel.settimeout(None)
+            # a lane that stops reading fails a send after this long, never blocks it
+            channel.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                               struct.pack("ll", int(SEND_WAIT_S), 0))
             channel.sendall(json.dumps({"key": key.hex()}).encode() + b"\n")
         except OSError as exc:
             proc.kill()
+            channel.close()
             raise LaneFailed(self._died(proc, f"did not start ({exc})")) from None
         return key
 
     def _read_replies(self, proc: subprocess.Popen[bytes], stream: IO[bytes],
                       replies: queue.Queue[dict[str, Any] | None], key: bytes) -> None:
-        for line in iter(stream.readline, b""):
-            message = unseal(key, line)
-            if message is None:
-                self._why_ended = (f"was killed: a line of {len(line)} bytes on its channel "
-                                   "that it did not seal (another process wrote into it)")
-                proc.kill()
-                break
-            replies.put(message)
-        replies.put(None)
+        try:
+            for line in iter(stream.readline, b""):
+                message = unseal(key, line)
+                if message is None:
+                    self._why_ended = (f"was killed: a line of {len(line)} bytes on its "
+                                       "channel that it did not seal (another process wrote "
+                                       "into it)")
+                    proc.kill()
+                    break
+                replies.put(message)
+        except (OSError, ValueError):  # a socket whose peer died with our lines unread
+            self._why_ended = self._why_ended or "closed its channel (connection reset)"
+        finally:
+            replies.put(None)
 
     def _read_stderr(self, stream: IO[bytes]) -> None:
         for raw in iter(stream.readline, b""):
@@ -179,19 +194,21 @@ class LaneProcess:
             raise LaneFailed(self._died(proc, f"could not be asked ({exc})")) from None
 
     def _await(self, proc: subprocess.Popen[bytes], ident: int, on_progress: Progress | None,
-               cancel: threading.Event | None, until: float | None) -> str:
+               cancel: threading.Event | None, silence_s: float | None) -> str:
         answered = False
         cancelled_at: float | None = None
+        heard = time.monotonic()
         try:
             while True:
+                if cancel is not None and cancel.is_set() and cancelled_at is None:
+                    self._send(proc, {"id": ident, "op": "cancel"})
+                    cancelled_at = time.monotonic()
+                self._kill_if_late(proc, cancelled_at, silence_s, heard)
                 try:
                     message = self._replies.get(timeout=POLL_S)
                 except queue.Empty:
-                    if cancel is not None and cancel.is_set() and cancelled_at is None:
-                        self._send(proc, {"id": ident, "op": "cancel"})
-                        cancelled_at = time.monotonic()
-                    self._kill_if_late(proc, cancelled_at, until)
                     continue
+                heard = time.monotonic()
                 if message is None:
                     self._lost = True
                     raise LaneFailed(self._died(proc, self._why_ended or "ended while it worked"))
@@ -211,14 +228,19 @@ class LaneProcess:
                     self._send(proc, {"id": ident, "op": "cancel"})
 
     def _kill_if_late(self, proc: subprocess.Popen[bytes], cancelled_at: float | None,
-                      until: float | None) -> None:
-        """A lane that ignores a cancel, or outlives the request's deadline, is killed: its
-        reader then sees the end, and the wait raises."""
+                      silence_s: float | None, heard: float) -> None:
+        """A lane that ignores a cancel, or is silent longer than the request allows, is
+        killed; once it is gone and its reader has said nothing more, the request fails."""
         now = time.monotonic()
+        if proc.poll() is not None:
+            if now - heard > GONE_WAIT_S:
+                self._lost = True
+                raise LaneFailed(self._died(proc, self._why_ended or "ended while it worked"))
+            return
         if cancelled_at is not None and now - cancelled_at > CANCEL_WAIT_S:
             self._why_ended = f"did not stop within {CANCEL_WAIT_S:g} s of a cancel; killed"
-        elif until is not None and now > until:
-            self._why_ended = "did not answer within the request's time limit; killed"
+        elif silence_s is not None and now - heard > silence_s:
+            self._why_ended = f"said nothing for {silence_s:g} s; killed"
         else:
             return
         proc.kill()
@@ -269,14 +291,14 @@ _LANES_LOCK = threading.Lock()
 
 
 def ask(device: str, op: str, job_json: str, on_progress: Progress | None = None,
-        cancel: threading.Event | None = None, deadline_s: float | None = None) -> str:
+        cancel: threading.Event | None = None, silence_s: float | None = None) -> str:
     """``op`` on ``job_json`` in a lane process of ``device`` (``cuda`` and ``cuda:0`` are
     one). Normally one process a device, as one evaluation a device holds its lane at a time;
     a second request while the first runs (slot lanes that place work themselves) gets a
     process of its own, so this layer never serializes what the lanes allow at once."""
     lane = _lease(device)
     try:
-        return lane.ask(op, job_json, on_progress, cancel, deadline_s)
+        return lane.ask(op, job_json, on_progress, cancel, silence_s)
     finally:
         with _LANES_LOCK:
             _BUSY.discard(id(lane))
@@ -297,7 +319,7 @@ def _lease(device: str) -> LaneProcess:
 
 
 def close_all(wait_s: float = CLOSE_WAIT_S) -> None:
-    """End every lane process (the app's exit; ``wait_s=0``: close their pipes and go)."""
+    """End every lane process (the app's exit; ``wait_s=0``: end their channels and go)."""
     with _LANES_LOCK:
         lanes = [lane for processes in _LANES.values() for lane in processes]
         _LANES.clear()

@@ -70,8 +70,8 @@ def exit_now(code: int) -> None:
     The interpreter's own teardown (a full garbage collection and module cleanup of the model
     client, tree-sitter and Rich, plus a model-stream thread still draining) took over a
     second on a busy host, while nothing is left to save; the evaluator's lane processes are
-    told to go first (they would see their stdin close anyway, and their warm children die with
-    them)."""
+    told to go first (they would see their channel close anyway, and their warm children die
+    with them)."""
     import os
     import sys
 

@@ -99,8 +99,33 @@ def test_a_line_the_lane_did_not_seal_ends_the_lane_and_is_never_believed() -> N
     fails. A real process over a real socket, standing in for a lane that was tampered with."""
     lane = lane_process.LaneProcess("cpu", command=[sys.executable, "-c", FAKE_LANE])
     with pytest.raises(lane_process.LaneFailed, match="did not seal"):
-        lane.ask("probe", "{}", deadline_s=60)
+        lane.ask("probe", "{}", silence_s=60)
     assert lane._proc is not None and lane._proc.wait(10) == -signal.SIGKILL
+
+
+def _stand_in(after_key: str) -> lane_process.LaneProcess:
+    """A lane stand-in: ready, reads its key, then does ``after_key`` (a real process)."""
+    script = ("import sys, time\n"
+              "sys.stdout.buffer.write(b'{\"ready\": true}\\n'); sys.stdout.buffer.flush()\n"
+              "sys.stdin.buffer.readline()\n" + after_key)
+    return lane_process.LaneProcess("cpu", command=[sys.executable, "-c", script])
+
+
+def test_a_lane_that_dies_with_a_request_unread_fails_the_request_at_once() -> None:
+    """Its end of the socket closes with our bytes unread: our read gets a reset, not an end
+    of file, and must still end the request (it used to leave the reader thread dead)."""
+    lane = _stand_in("time.sleep(1.0)\n")  # exits without reading the request
+    started = time.monotonic()
+    gone = r"ended while it worked|connection reset|could not be asked"
+    with pytest.raises(lane_process.LaneFailed, match=gone):
+        lane.ask("probe", "x" * 300_000, silence_s=120)
+    assert time.monotonic() - started < 30
+
+
+def test_a_silent_lane_is_killed_after_the_requests_silence_limit() -> None:
+    lane = _stand_in("sys.stdin.buffer.readline()\ntime.sleep(600)\n")
+    with pytest.raises(lane_process.LaneFailed, match="said nothing for 2 s; killed"):
+        lane.ask("probe", "{}", silence_s=2)
 
 
 def test_the_channel_cannot_be_reopened_through_proc() -> None:
@@ -120,7 +145,7 @@ def test_a_lane_answers_what_it_was_asked_after_sealed_requests() -> None:
     lane = lane_process.LaneProcess("cpu")
     try:
         job = ProbeJob(problem_source=PROBLEM, problem_name="sealed")
-        result = ProbeResult.from_json(lane.ask("probe", job.to_json(), deadline_s=300))
+        result = ProbeResult.from_json(lane.ask("probe", job.to_json(), silence_s=300))
         assert result.ok, result.message
     finally:
         lane.close()
@@ -171,6 +196,6 @@ def test_the_lane_answers_bad_requests_and_ends_at_a_line_it_cannot_open() -> No
     assert answers[1] and "no job" in answers[1]["error"]
     assert answers[2] and "malformed evaluate job" in answers[2]["error"]
     ours.sendall(seal(b"another key", {"id": 4, "op": "probe", "job": "{}"}))
-    assert lane.wait(60) == 0  # it ended by itself: the channel was not only ours
+    assert lane.wait(60) == 3  # it ended by itself, at once: the channel was not only ours
     assert replies.readline() == b""
     ours.close()
