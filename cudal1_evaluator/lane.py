@@ -22,7 +22,7 @@ Here the only other threads are this module's reader and writer, which sleep in 
 calls, and the evaluator's own helpers, which wait in windows (``window_gate``). Warm
 children are this process's: a lane keeps its own ready for its next evaluation.
 
-The lane ends when its stdin closes (the app exited or died): a running evaluation is
+The lane ends when its channel closes (the app exited or died): a running evaluation is
 cancelled, and its children die with this process's watchdog pipe.
 """
 
@@ -176,7 +176,8 @@ def _answer(message: dict[str, Any], inbox: _Inbox, outbox: _Outbox) -> dict[str
 
 
 def serve(stdin: IO[bytes], stdout: IO[bytes], *, warm_children: bool = True) -> int:
-    """Say ready, then answer requests until stdin closes; the first line is the key."""
+    """Turn non-dumpable, say ready, then answer requests until the channel closes; the
+    first line in is the key."""
     from cudal1_evaluator.parent import warm
 
     if sys.platform.startswith("linux") and not not_dumpable():
@@ -204,7 +205,6 @@ def serve(stdin: IO[bytes], stdout: IO[bytes], *, warm_children: bool = True) ->
 
 
 def main(warm_children: bool = True) -> int:
-    not_dumpable()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     # the protocol on descriptors of its own; 0 and 1 become /dev/null and stderr, so no

@@ -149,7 +149,7 @@ class IsolatedJudge:
             return self._passed[key]
         try:
             result = ProbeResult.from_json(lane_process.ask(
-                job.device, "probe", job.to_json(), silence_s=job.timeout_s + LANE_SLACK_S))
+                job.device, "probe", key, silence_s=job.timeout_s + LANE_SLACK_S))
         except LaneFailed as exc:
             return ProbeResult(ok=False, error_kind="crash", message=str(exc))
         if result.ok:

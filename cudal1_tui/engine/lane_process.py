@@ -80,7 +80,6 @@ class LaneProcess:
         self._stderr: collections.deque[str] = collections.deque(maxlen=40)
         self._next_id = 0
         self._key = b""
-        self._lost = False  # a lane of ours ended before its time: its temp dirs are swept
         self._why_ended = ""  # what this side did to end it (a deadline, a foreign line)
 
     def ask(self, op: str, job_json: str, on_progress: Progress | None = None,
@@ -114,9 +113,9 @@ class LaneProcess:
     def _running(self) -> subprocess.Popen[bytes]:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
-        if self._lost:
+        if self._proc is not None:  # a lane of ours has ended: sweep what its children left
             with contextlib.suppress(OSError):
-                lifetime.sweep_stale([])  # what the dead lane's children left in /tmp, /dev/shm
+                lifetime.sweep_stale([])  # in /tmp and /dev/shm (dead owners' dirs only)
         not_dumpable()  # the keys this process makes stay out of other processes' reach
         if self._channel is not None:
             self._channel.close()
@@ -210,8 +209,7 @@ class LaneProcess:
                     continue
                 heard = time.monotonic()
                 if message is None:
-                    self._lost = True
-                    raise LaneFailed(self._died(proc, self._why_ended or "ended while it worked"))
+                    raise self._ended(proc)
                 if message.get("id") != ident:
                     continue  # a late line of an earlier request
                 if "progress" in message:
@@ -234,8 +232,7 @@ class LaneProcess:
         now = time.monotonic()
         if proc.poll() is not None:
             if now - heard > GONE_WAIT_S:
-                self._lost = True
-                raise LaneFailed(self._died(proc, self._why_ended or "ended while it worked"))
+                raise self._ended(proc)
             return
         if cancelled_at is not None and now - cancelled_at > CANCEL_WAIT_S:
             self._why_ended = f"did not stop within {CANCEL_WAIT_S:g} s of a cancel; killed"
@@ -244,6 +241,9 @@ class LaneProcess:
         else:
             return
         proc.kill()
+
+    def _ended(self, proc: subprocess.Popen[bytes]) -> LaneFailed:
+        return LaneFailed(self._died(proc, self._why_ended or "ended while it worked"))
 
     def _died(self, proc: subprocess.Popen[bytes], what: str) -> str:
         with contextlib.suppress(subprocess.TimeoutExpired):
