@@ -19,6 +19,19 @@ with ``CLONE_NEWUSER``) answers ``EPERM``: inside one a candidate held every cap
 On x86_64 the same calls are refused through the 32-bit entry (``int 0x80``, other numbers)
 and every x32 call is refused (no candidate is an x32 program); a call whose architecture
 the filter does not know is refused too.
+
+Reaching into another process answers ``EPERM`` (what Yama's ``ptrace_scope`` answers):
+``ptrace``, ``process_vm_readv``/``writev``, ``pidfd_getfd``, ``process_madvise`` and ``kcmp``.
+Where a candidate runs as the app's user with no PID namespace (the fallback sandbox) and the
+host has no Yama, it could otherwise attach to a trusted process of that user while that
+process is still dumpable (a lane in its first ~0.1 s, round 33), take its descriptors, or page
+out the reference's memory. Inputs and outputs reach a candidate by ``SCM_RIGHTS`` and the
+parent reads outputs with its own ``process_vm_readv``: no candidate-side path calls them.
+
+``setsid`` answers ``EPERM`` too (what it answers a process group leader): on a kernel with
+autogroups each new session is a scheduling group of its own, so a candidate with K helpers
+in sessions of their own got K+1 fair shares of a busy host's CPUs where the reference got
+one (round 31). Every process of the child is in one session, the one its parent made.
 """
 
 from __future__ import annotations
@@ -58,14 +71,18 @@ class _Arch:
     keys: tuple[int, ...]  # add_key, request_key, keyctl
     ioctl: int
     namespacing: tuple[int, ...]  # clone, unshare: refused with CLONE_NEWUSER in their flags
+    reaching: tuple[int, ...]  # ptrace, process_vm_readv/writev, kcmp (refused with EPERM)
+    setsid: int
     from_up: int | None = None  # refuse every number from this one up
 
 
 _ARCHES = (
-    _Arch(0xC000003E, (248, 249, 250), 16, (56, 272), _X32_BIT),  # x86_64 (x32: the bit)
-    _Arch(0x40000003, (286, 287, 288), 54, (120, 310)),  # i386, from x86_64 by int 0x80
-    _Arch(0xC00000B7, (217, 218, 219), 29, (220, 97)),  # aarch64
+    _Arch(0xC000003E, (248, 249, 250), 16, (56, 272), (101, 310, 311, 312), 112,
+          _X32_BIT),  # x86_64 (x32: the bit)
+    _Arch(0x40000003, (286, 287, 288), 54, (120, 310), (26, 347, 348, 349), 66),  # i386
+    _Arch(0xC00000B7, (217, 218, 219), 29, (220, 97), (117, 270, 271, 272), 157),  # aarch64
 )
+_PIDFD_GETFD, _PROCESS_MADVISE = 438, 440  # the same numbers on every architecture here
 
 Instruction = tuple[int, int, int, int]
 
@@ -106,8 +123,9 @@ def _assemble(lines: list[tuple[int, str, str, int] | str]) -> list[Instruction]
 
 def program() -> list[Instruction]:
     """The filter: per architecture, the key calls, ``clone3`` and fscrypt's key ioctls are
-    refused (``ENOSYS``), a new user namespace too (``EPERM``, as where they are off), the
-    rest allowed; an architecture no block names is refused whole."""
+    refused (``ENOSYS``); a new user namespace, a new session and reaching into another
+    process answer ``EPERM``, as where they are off; the rest is allowed; an architecture
+    no block names is refused whole."""
     lines: list[tuple[int, str, str, int] | str] = []
     for i, arch in enumerate(_ARCHES):
         lines += [(_LD_W_ABS, "", "", _ARCH_OFFSET), (_JEQ_K, "", f"next{i}", arch.audit),
@@ -115,6 +133,8 @@ def program() -> list[Instruction]:
         if arch.from_up is not None:
             lines.append((_JGE_K, "refuse", "", arch.from_up))
         lines += [(_JEQ_K, "refuse", "", nr) for nr in (*arch.keys, _CLONE3)]
+        lines += [(_JEQ_K, "forbid", "", nr)
+                  for nr in (*arch.reaching, _PIDFD_GETFD, _PROCESS_MADVISE, arch.setsid)]
         lines += [(_JEQ_K, f"userns{i}", "", nr) for nr in arch.namespacing]
         lines += [(_JEQ_K, f"ioctl{i}", "allow", arch.ioctl), f"ioctl{i}",
                   (_LD_W_ABS, "", "", _ARG1_LOW_OFFSET)]
@@ -143,5 +163,6 @@ def install() -> tuple[bool, str]:
     if libc.syscall(number, _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC,
                     ctypes.byref(prog)) != 0:
         return False, f"seccomp: {os.strerror(ctypes.get_errno())}"
-    return True, ("seccomp: kernel keyrings, fscrypt keys, clone3 (into another cgroup) and "
-                  "new user namespaces refused")
+    return True, ("seccomp: kernel keyrings, fscrypt keys, clone3 (into another cgroup), "
+                  "new user namespaces, new sessions and reaching into other processes "
+                  "(ptrace, process_vm_*, pidfd_getfd) refused")

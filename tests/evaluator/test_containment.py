@@ -141,12 +141,13 @@ def _marked(marker: str) -> list[int]:
 
 
 def _escapees(marker: str, child_sid: int) -> list[int]:
-    """The marked processes that finished escaping: in another session than the child's, and
-    not its leader (the forks that exit along the way do not count)."""
+    """The marked processes that finished escaping: in another process group than the
+    child's (a new session is refused to candidates: a group of their own is what is left),
+    and not its leader (the forks that exit along the way do not count)."""
     found = []
     for pid in _marked(marker):
         fields = _stat_fields(pid)
-        if len(fields) > 3 and fields[3] not in (str(pid), str(child_sid)):
+        if len(fields) > 3 and fields[2] not in (str(pid), str(child_sid)):
             found.append(pid)
     return found
 
@@ -169,7 +170,10 @@ _SLEEPER = """
 import os, sys
 if os.fork():
     os._exit(0)
-os.setsid()
+try:
+    os.setsid()
+except PermissionError:  # refused to every candidate: a process group of its own instead
+    os.setpgid(0, 0)
 if os.fork():
     os._exit(0)
 while True:
@@ -1044,6 +1048,55 @@ def test_no_candidate_makes_a_user_namespace(tmp_path: Path) -> None:
     assert f"unshare {100 + errno.EPERM}" in str(seen["out"]), seen
     # the control, where this host lets a process make one (some hosts turn them off)
     assert "unshare 0" in outside or "unshare 1" in outside, outside
+
+
+_REACHING = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(*args):
+    return libc.syscall(*[a if isinstance(a, ctypes.Array) else ctypes.c_long(a) for a in args])
+def show(name, r):
+    print(name, r, ctypes.get_errno() if r < 0 else 0, flush=True)
+me = os.getpid()
+show("kcmp", call(312, me, me, 0, 0, 0))  # KCMP_FILE: fd 0 against itself
+pidfd = os.pidfd_open(me)
+show("pidfd_getfd", call(438, pidfd, 0, 0))
+word = ctypes.c_long(7)
+local = (ctypes.c_void_p * 2)(ctypes.addressof(word), 8)
+show("process_vm_readv", call(310, me, local, 1, local, 1, 0))
+show("process_madvise", call(440, pidfd, local, 1, 20, 0))  # MADV_COLD
+child = os.fork()
+if child == 0:
+    os._exit(0 if call(101, 0, 0, 0, 0) == 0 else 100 + ctypes.get_errno())
+_, status = os.waitpid(child, 0)
+print("ptrace", os.waitstatus_to_exitcode(status), flush=True)  # PTRACE_TRACEME
+child = os.fork()
+if child == 0:
+    os._exit(0 if call(112) >= 0 else 100 + ctypes.get_errno())
+_, status = os.waitpid(child, 0)
+print("setsid", os.waitstatus_to_exitcode(status), flush=True)
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86_64 syscall numbers")
+def test_no_candidate_reaches_into_another_process_or_starts_a_session(
+        tmp_path: Path) -> None:
+    """Round 33 (by reading): a candidate running as the app's user could attach to a
+    trusted process in its first ~0.1 s, take its descriptors (``pidfd_getfd``) or read its
+    memory. Every call that reaches into a process answers EPERM, its own included. Round
+    31: helpers in sessions of their own got a scheduling share each; ``setsid`` answers
+    EPERM."""
+    outside = subprocess.run([sys.executable, "-c", _REACHING], capture_output=True,
+                             text=True, check=False).stdout
+    seen, _ = _build(tmp_path, _fresh_interpreter(_REACHING))
+    out = str(seen["out"])
+    for name in ("kcmp", "pidfd_getfd", "process_vm_readv", "process_madvise"):
+        assert f"{name} -1 {errno.EPERM}" in out, out
+    assert f"ptrace {100 + errno.EPERM}" in out and f"setsid {100 + errno.EPERM}" in out, out
+    # the controls: on itself each reaches the kernel outside
+    assert "kcmp 0 0" in outside and "process_vm_readv 8 0" in outside, outside
+    assert "pidfd_getfd -1" not in outside and "setsid 0" in outside, outside
 
 
 @pytest.mark.skipif(not os.path.isdir("/sys/fs/cgroup"), reason="no cgroup file system here")
