@@ -87,6 +87,8 @@ class Worker:
         # through the next window, so no new output can lie where they do (the parent checks),
         # and freed outside every window, on both sides (their frees are no one's work)
         self.held: list[Any] = []  # the last window's outputs, until ``describe``
+        self.mapped: list[Any] = []  # host: the window's input sets, unmapped after it (an
+        # unmap is work: on the clock on one side only if one side kept a view past its call)
         self.table: list[str] = []  # the allocations the window's outputs lie in, so far
         self.index: dict[bytes, int] = {}  # an allocation's handle -> its place in ``table``
         self.exporter = Exporter()
@@ -371,6 +373,8 @@ class Worker:
         sets = self.peer.fds if self.peer is not None else []
         try:
             slots = self._slots(msg["values"], int(msg.get("first") or 0), sets)
+            if sets:
+                self.mapped.append(slots)
         finally:
             if self.peer is not None:
                 self.peer.drop_fds()
@@ -416,8 +420,8 @@ class Worker:
             self.rep.add_flags(self.fn.diff_globals(self.globals0, self.fn.snapshot_globals()))
             self.rep.add_flags(self.guard_findings())
         if self.away:  # nothing is freed inside a window: what is held goes at ``describe``
-            self.last_window += [*self.held, *self.keep]
-        self.held, self.keep = [], []
+            self.last_window += [*self.held, *self.keep, *self.mapped]
+        self.held, self.keep, self.mapped = [], [], []
         self.table, self.index = [], {}  # the allocations named so far in this window
         self.prepare["candidate"]()
 
@@ -482,6 +486,7 @@ class Worker:
         if self.held or self.keep:
             self.last_window = [*self.held, *self.keep]
             self.held, self.keep = [], []
+        self.mapped = []  # the window's input sets, unmapped here, outside it, on both sides
 
     # -- profile -----------------------------------------------------------------------
     def profile(self) -> None:

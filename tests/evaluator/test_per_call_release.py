@@ -7,9 +7,15 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
+from evaluator_cases import DIAG_PROBLEM, job
 
+from cudal1_evaluator.launch import evaluate
 from cudal1_evaluator.parent import release
 from cudal1_evaluator.wire.tensor_exchange import host_set, open_host_set, set_offsets
 
@@ -125,3 +131,44 @@ def test_sets_are_staged_in_chunks_a_message_can_carry() -> None:
     assert [first for first, _ in chunks] == [0, 200, 400]
     assert [i for _, chunk in chunks for i in chunk] == ids
     assert release.sets_in_chunks([]) == []
+
+
+def _set_mappings(pids: list[int]) -> int:
+    """How many input-set files the processes ``pids`` have mapped."""
+    count = 0
+    for pid in pids:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        count += maps.count("memfd:cudal1-set")
+    return count
+
+
+def test_a_windows_input_sets_stay_mapped_until_it_is_read_on_both_sides(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 31: each call's set was unmapped when its last view went, on the clock, before
+    the reply; a candidate that kept a view moved that work out of its window. Every set of a
+    window now stays mapped until the window is read, on both sides alike."""
+    from cudal1_evaluator.parent import conduct, output_reader
+
+    if not output_reader.may_read(os.getpid()):
+        pytest.skip("this host's runners hand over their host windows another way")
+    calls = conduct.Conductor._calls
+    seen: dict[str, list[tuple[int, int]]] = {"candidate": [], "reference": []}
+
+    def counted(self: conduct.Conductor, side: str, ids: list[int], *args: Any) -> Any:
+        answer = calls(self, side, ids, *args)
+        child = self.runners[side].child
+        seen.setdefault(side, []).append(
+            (len(ids), _set_mappings(child.members() or [child.proc.pid])))
+        return answer
+
+    monkeypatch.setattr(conduct.Conductor, "_calls", counted)
+    candidate = DIAG_PROBLEM.replace("class Model(", "class ModelNew(")
+    result = evaluate(replace(job(DIAG_PROBLEM, candidate, tmp_path), timing_budget_s=0.3))
+    assert result.status == "ok", result.message
+    for side in ("candidate", "reference"):
+        windows = [(n, mapped) for n, mapped in seen[side] if n > 1]
+        assert windows, seen
+        assert all(mapped >= n for n, mapped in windows), (side, windows)
