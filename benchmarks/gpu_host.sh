@@ -15,8 +15,8 @@
 # clock, default 660), WIDTHS (default 1 2 4 8, those the host has; empty: no scaling),
 # CORPUS_SHARDS and EXPLOIT_SHARDS (default: the GPU count; 0: no such jobs), SHARED
 # (shared_gpu.py's options; empty: no shared-GPU job), DIAG (which diagnostic jobs, of
-# "memdiag phases window" (the default), "noise", "forge", "vmmfd" and "waitvalue"; empty:
-# none),
+# "memdiag phases window" (the default), "noise", "threadnoise", "forge", "vmmfd" and
+# "waitvalue"; empty: none),
 # CORPUS_OPTS (compare_gpu.py options added to every corpus job, e.g. --only NAME...),
 # EXPLOITS_FIRST (non-empty: the exploit shards before the corpus's), SCALING_LAST (non-empty:
 # scaling after the queue, so a cut clock cuts it rather than the queue), TESTS_FIRST (non-empty:
@@ -90,6 +90,7 @@ for d in ${DIAG-memdiag phases window}; do
   case "$d" in
     memdiag) tasks+=("memdiag") ;;
     forge) tasks+=("forge") ;;
+    threadnoise) tasks+=("threadnoise ${THREADNOISE_OPTS:---repeat 1}") ;;
     vmmfd) tasks+=("vmmfd") ;;
     waitvalue) tasks+=("waitvalue") ;;
     noise) tasks+=("noise examples/relu.py benchmarks/corpus/candidates/relu_warmup_pick_method.py --repeat 3") ;;

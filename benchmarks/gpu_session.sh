@@ -20,6 +20,8 @@
 #   window PROBLEM CAND where a trusted window's time goes, per step (window_diag.py, CUDA)
 #   noise PROBLEM CAND [OPTS...]  window-to-window noise with and without warm children
 #                       started beside the rounds, or a CUDA process starting beside them
+#   threadnoise [OPTS...]  a busy app thread beside the clock, in the app's process and in a
+#                       lane process (app_thread_noise.py)
 #   forge               can a driver IPC handle be forged from a process's own handles?
 #                       (ipc_forge_diag.py: security.md's "Forged IPC handles", tried)
 #   vmmfd               can an arena be shared as a file descriptor (VMM), across IPC namespaces?
@@ -100,6 +102,9 @@ run_step() {
     noise)
       timeout "$(left 5)" python3 benchmarks/noise_diag.py "$@" 2>&1 \
         | tee -a "$OUT/noise_diag.log" | cut -c1-200 ;;
+    threadnoise)
+      timeout "$(left 5)" python3 benchmarks/app_thread_noise.py "$@" 2>&1 \
+        | tee -a "$OUT/app_thread_noise.log" | cut -c1-200 ;;
     forge)
       timeout "$(left 5)" python3 benchmarks/ipc_forge_diag.py "$@" 2>&1 \
         | tee -a "$OUT/ipc_forge_diag.log" | cut -c1-200 ;;
@@ -125,7 +130,7 @@ run_step() {
         -m gpu ${TESTS_PATHS:-tests/} "$@" "${select[@]}" 2>&1 | tee "$OUT/gpu_tests.log" \
         | grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed" | cut -c1-200 | tail -40 ;;
     *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \
-         "tests | diag | forge | handover | memdiag | noise | vmmfd | waitvalue | watch | scaling | shared | phases | window"; return 2 ;;
+         "tests | diag | threadnoise | forge | handover | memdiag | noise | vmmfd | waitvalue | watch | scaling | shared | phases | window"; return 2 ;;
   esac
 }
 args=()
