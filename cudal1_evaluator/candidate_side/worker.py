@@ -470,7 +470,7 @@ class Worker:
         held = self.held
         if self.away:
             self._hold_over()
-        self.held = []
+        self.held, self.mapped = [], []  # its input sets too, here, outside every window
         with self.h.no_grad():
             return {"outputs": self._judge(held)}
 

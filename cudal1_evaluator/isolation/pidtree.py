@@ -47,10 +47,24 @@ def _stat_fields(pid: int) -> list[str]:
 
 
 def _pid_ns(pid: int) -> str:
+    """The namespace's identity, "" where it cannot be read: reading the link needs ptrace
+    access, which a parent started without root lacks on a child that entered a user
+    namespace (gaining capabilities there made it non-dumpable)."""
     try:
         return os.readlink(f"/proc/{pid}/ns/pid")
     except OSError:
         return ""
+
+
+def _ns_pids(pid: int) -> list[str]:
+    """The process's pid in each PID namespace from ours down to its own (``NSpid``: the
+    status file anyone may read), [] when it has ended."""
+    try:
+        status = _proc_bytes(f"/proc/{pid}/status").decode("ascii", "replace")
+    except OSError:
+        return []
+    line = next((x for x in status.splitlines() if x.startswith("NSpid:")), "")
+    return line.split()[1:]
 
 
 def _parents() -> dict[int, int]:
@@ -77,10 +91,10 @@ def namespace_init(outer: int) -> int | None:
     """The host pid of the PID 1 of the child ``outer``'s namespace, or None (no namespace,
     or it has ended). Looked up afresh each time: the outer process has not been reaped, so
     its children are still its own, while a remembered pid could have been reused."""
-    own = _pid_ns(outer)
+    depth = len(_ns_pids(outer))
     for pid in _children(outer):
-        ns = _pid_ns(pid)
-        if ns and own and ns != own:
+        ns_pids = _ns_pids(pid)
+        if depth and len(ns_pids) > depth and ns_pids[-1] == "1":
             return pid
     return None
 
@@ -90,14 +104,9 @@ def namespace_worker(outer: int) -> int | None:
     or ``outer`` itself without a namespace; None when it has ended."""
     init = namespace_init(outer)
     if init is None:
-        return outer if _pid_ns(outer) else None
+        return outer if _ns_pids(outer) else None
     for pid in _children(init):
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        line = next((x for x in status.splitlines() if x.startswith("NSpid:")), "")
-        if line.split()[-1:] == ["2"]:
+        if _ns_pids(pid)[-1:] == ["2"]:
             return pid
     return None
 
@@ -112,6 +121,8 @@ def members(outer: int) -> list[int]:
     while frontier:
         frontier = {p for p, parent in parents.items() if parent in frontier} - set(found)
         found += sorted(frontier)
+    if not ns:  # its identity unreadable: the tree alone (every process of it descends)
+        return found
     seen = set(found)
     return found + [p for p in parents if p not in seen and _pid_ns(p) == ns]
 

@@ -10,6 +10,7 @@ and confines itself (``cudal1_evaluator.isolation.confine``). Stdlib only.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 CONFIG_NAME = "sandbox.json"  # next to the job file, written by the parent
 EXIT_SETUP = 78  # EX_CONFIG: the child refused to start
+_PR_SET_DUMPABLE = 4
 _CUSTOMIZE = ("sitecustomize.py", "usercustomize.py", "sitecustomize", "usercustomize")
 
 
@@ -172,6 +174,7 @@ def child_start(job_path: str) -> None:
             state.layers.update(entered.layers)
             state.missing.update(entered.missing)
             _drop_capabilities(state)
+            _readable_by_the_parent()
             _filter_syscalls(state)
 
 
@@ -192,6 +195,18 @@ def _filter_syscalls(state: Confinement) -> None:
 
     installed, what = syscalls.install()
     (state.layers if installed else state.missing)[syscalls.LAYER] = what
+
+
+def _readable_by_the_parent() -> None:
+    """In a candidate-mode child's work process: dumpable again, so a parent started without
+    root may read its outputs (``process_vm_readv``) and its namespace. Entering a user
+    namespace made it non-dumpable (it gained capabilities there), and a parent without
+    ``CAP_SYS_PTRACE`` then read nothing: every candidate came back ``incorrect`` with
+    ``stop_escaped`` (a fresh-eyes round, 2026-12-01). Nothing is hidden from the candidate
+    in its own process; other candidates cannot see it (PID namespaces) nor ``ptrace`` it
+    (the seccomp filter). No core file is written (``RLIMIT_CORE`` 0)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
 
 
 def _drop_capabilities(state: Confinement) -> None:

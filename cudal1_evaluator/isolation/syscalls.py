@@ -28,6 +28,15 @@ process is still dumpable (a lane in its first ~0.1 s, round 33), take its descr
 out the reference's memory. Inputs and outputs reach a candidate by ``SCM_RIGHTS`` and the
 parent reads outputs with its own ``process_vm_readv``: no candidate-side path calls them.
 
+Acting on another process's scheduling, limits or memory placement answers ``EPERM`` as
+well: ``setpriority`` and ``ioprio_set`` are allowed on the caller only (``PRIO_PROCESS``,
+who 0), ``sched_setparam``/``setscheduler``/``setaffinity``/``setattr``, ``prlimit64``,
+``migrate_pages`` and ``move_pages`` on pid 0 only (what libc's own-process calls pass). A
+candidate running as the same uid as a trusted process (the fallback sandbox, or a user
+namespace's init) set the reference runner to ``SCHED_IDLE`` pinned to one CPU, and could cut
+the init's descriptor limit to 0 (a fresh-eyes round, 2026-12-01). A thread's own tid is
+refused too (``pthread_setaffinity_np``): software that asks goes on unpinned.
+
 ``setsid`` answers ``EPERM`` too (what it answers a process group leader): on a kernel with
 autogroups each new session is a scheduling group of its own, so a candidate with K helpers
 in sessions of their own got K+1 fair shares of a busy host's CPUs where the reference got
@@ -63,6 +72,7 @@ _FSCRYPT_KEY_IOCTLS = (0xC0506617, 0xC0406618, 0xC0406619, 0xC080661A)
 
 _ARG0_LOW_OFFSET = 16  # args[0], its low 32 bits: the flags of clone and unshare
 _CLONE_NEWUSER = 0x10000000
+_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 
 
 @dataclass(frozen=True)
@@ -73,14 +83,20 @@ class _Arch:
     namespacing: tuple[int, ...]  # clone, unshare: refused with CLONE_NEWUSER in their flags
     reaching: tuple[int, ...]  # ptrace, process_vm_readv/writev, kcmp (refused with EPERM)
     setsid: int
+    # sched_setparam, sched_setscheduler, sched_setaffinity, sched_setattr, prlimit64,
+    # migrate_pages, move_pages: allowed on pid 0 (the caller) only
+    own_pid: tuple[int, ...]
+    priorities: tuple[int, int]  # setpriority, ioprio_set: on the caller only
     from_up: int | None = None  # refuse every number from this one up
 
 
 _ARCHES = (
     _Arch(0xC000003E, (248, 249, 250), 16, (56, 272), (101, 310, 311, 312), 112,
-          _X32_BIT),  # x86_64 (x32: the bit)
-    _Arch(0x40000003, (286, 287, 288), 54, (120, 310), (26, 347, 348, 349), 66),  # i386
-    _Arch(0xC00000B7, (217, 218, 219), 29, (220, 97), (117, 270, 271, 272), 157),  # aarch64
+          (142, 144, 203, 314, 302, 256, 279), (141, 251), _X32_BIT),  # x86_64 (x32: the bit)
+    _Arch(0x40000003, (286, 287, 288), 54, (120, 310), (26, 347, 348, 349), 66,
+          (154, 156, 241, 351, 340, 294, 317), (97, 289)),  # i386
+    _Arch(0xC00000B7, (217, 218, 219), 29, (220, 97), (117, 270, 271, 272), 157,
+          (118, 119, 122, 274, 261, 238, 239), (140, 30)),  # aarch64
 )
 _PIDFD_GETFD, _PROCESS_MADVISE = 438, 440  # the same numbers on every architecture here
 
@@ -123,9 +139,9 @@ def _assemble(lines: list[tuple[int, str, str, int] | str]) -> list[Instruction]
 
 def program() -> list[Instruction]:
     """The filter: per architecture, the key calls, ``clone3`` and fscrypt's key ioctls are
-    refused (``ENOSYS``); a new user namespace, a new session and reaching into another
-    process answer ``EPERM``, as where they are off; the rest is allowed; an architecture
-    no block names is refused whole."""
+    refused (``ENOSYS``); a new user namespace, a new session, reaching into another
+    process and setting another's scheduling or limits answer ``EPERM``, as where they are
+    off; the rest is allowed; an architecture no block names is refused whole."""
     lines: list[tuple[int, str, str, int] | str] = []
     for i, arch in enumerate(_ARCHES):
         lines += [(_LD_W_ABS, "", "", _ARCH_OFFSET), (_JEQ_K, "", f"next{i}", arch.audit),
@@ -136,12 +152,23 @@ def program() -> list[Instruction]:
         lines += [(_JEQ_K, "forbid", "", nr)
                   for nr in (*arch.reaching, _PIDFD_GETFD, _PROCESS_MADVISE, arch.setsid)]
         lines += [(_JEQ_K, f"userns{i}", "", nr) for nr in arch.namespacing]
+        lines += [(_JEQ_K, f"self{i}", "", nr) for nr in arch.own_pid]
+        lines += [(_JEQ_K, f"prio{i}", "", arch.priorities[0]),
+                  (_JEQ_K, f"ioprio{i}", "", arch.priorities[1])]
         lines += [(_JEQ_K, f"ioctl{i}", "allow", arch.ioctl), f"ioctl{i}",
                   (_LD_W_ABS, "", "", _ARG1_LOW_OFFSET)]
         lines += [(_JEQ_K, "refuse", "", cmd) for cmd in _FSCRYPT_KEY_IOCTLS]
         lines += [(_RET_K, "", "", _RET_ALLOW), f"userns{i}",
                   (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
-                  (_JSET_K, "forbid", "allow", _CLONE_NEWUSER), f"next{i}"]
+                  (_JSET_K, "forbid", "allow", _CLONE_NEWUSER),
+                  f"self{i}", (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
+                  (_JEQ_K, "allow", "forbid", 0),
+                  f"prio{i}", (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
+                  (_JEQ_K, f"who{i}", "forbid", _PRIO_PROCESS),
+                  f"ioprio{i}", (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
+                  (_JEQ_K, f"who{i}", "forbid", _IOPRIO_WHO_PROCESS),
+                  f"who{i}", (_LD_W_ABS, "", "", _ARG1_LOW_OFFSET),
+                  (_JEQ_K, "allow", "forbid", 0), f"next{i}"]
     lines += [(_RET_K, "", "", _RET_ERRNO | errno.ENOSYS),  # an architecture no block names
               "refuse", (_RET_K, "", "", _RET_ERRNO | errno.ENOSYS),
               "forbid", (_RET_K, "", "", _RET_ERRNO | errno.EPERM),
@@ -164,5 +191,6 @@ def install() -> tuple[bool, str]:
                     ctypes.byref(prog)) != 0:
         return False, f"seccomp: {os.strerror(ctypes.get_errno())}"
     return True, ("seccomp: kernel keyrings, fscrypt keys, clone3 (into another cgroup), "
-                  "new user namespaces, new sessions and reaching into other processes "
-                  "(ptrace, process_vm_*, pidfd_getfd) refused")
+                  "new user namespaces, new sessions, reaching into other processes "
+                  "(ptrace, process_vm_*, pidfd_getfd) and setting their scheduling or "
+                  "limits refused")

@@ -517,10 +517,11 @@ class Conductor:
             self._no_escape(before)
         self._ask_referee({"op": "place", "runner": RUNNER[side],
                            "handles": reply.get("handles"), "where": reply.get("where")})
-        if side == "reference" and side in self.host.readers:
-            # read in already: held through its next window as the candidate's are, and the
-            # ones before freed now, not in its next window (an empty one would take their
-            # frees for a hand-off and take them off every window)
+        if side == "reference" and self.host.enabled:
+            # read in already (or copied, where we may not read a runner): held through its
+            # next window as the candidate's are, and the ones before and its input sets
+            # freed now, not in its next window (an empty one would take their frees for a
+            # hand-off and take them off every window)
             self._ask_runner(side, {"op": "let_go"})
         released = release.credit(timed.requests, self.ev.noop)
         return Burst(len(ids), wall_ms, self.handoff_ms(), released_ms=released)
@@ -690,6 +691,8 @@ class Conductor:
                         self._released("reference", values, sets, False, timed, noop=True)
                 finally:
                     close_fds(sets)
+                self._ask_runner("reference", {"op": "let_go"})  # its sets freed here, not in
+                # the next window (a window keeps its sets mapped to its end)
         finally:
             self._release(ids)
         self.ev.noop += timed.requests[1:]  # the first opens a window: its own cost

@@ -1076,6 +1076,26 @@ if child == 0:
     os._exit(0 if call(112) >= 0 else 100 + ctypes.get_errno())
 _, status = os.waitpid(child, 0)
 print("setsid", os.waitstatus_to_exitcode(status), flush=True)
+import resource, subprocess
+other = subprocess.Popen(["sleep", "30"], process_group=0)  # same uid, a group of its own
+def tried(name, act):
+    try:
+        act()
+        print(name, "done", flush=True)
+    except OSError as exc:
+        print(name, "errno", exc.errno, flush=True)
+tried("nice other", lambda: os.setpriority(os.PRIO_PROCESS, other.pid, 19))
+tried("nice group", lambda: os.setpriority(os.PRIO_PGRP, other.pid, 19))
+tried("nice self", lambda: os.setpriority(os.PRIO_PROCESS, 0, 1))
+tried("pin other", lambda: os.sched_setaffinity(other.pid, {0}))
+tried("pin self", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))
+tried("idle other", lambda: os.sched_setscheduler(other.pid, os.SCHED_IDLE, os.sched_param(0)))
+tried("limit other", lambda: resource.prlimit(other.pid, resource.RLIMIT_NOFILE, (3, 3)))
+nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+tried("limit self", lambda: resource.setrlimit(resource.RLIMIT_NOFILE, nofile))
+r = call(251, 1, other.pid, (3 << 13) | 0)  # ioprio_set(WHO_PROCESS, other, IDLE class)
+print("ioprio other", "done" if r == 0 else f"errno {ctypes.get_errno()}", flush=True)
+other.kill()
 """
 
 
@@ -1086,7 +1106,9 @@ def test_no_candidate_reaches_into_another_process_or_starts_a_session(
     trusted process in its first ~0.1 s, take its descriptors (``pidfd_getfd``) or read its
     memory. Every call that reaches into a process answers EPERM, its own included. Round
     31: helpers in sessions of their own got a scheduling share each; ``setsid`` answers
-    EPERM."""
+    EPERM. A fresh-eyes round of 2026-12-01 set a same-uid reference runner to SCHED_IDLE,
+    pinned it and cut a user namespace's init's limits: another process's scheduling and
+    limits answer EPERM, the candidate's own stay its to set."""
     outside = subprocess.run([sys.executable, "-c", _REACHING], capture_output=True,
                              text=True, check=False).stdout
     seen, _ = _build(tmp_path, _fresh_interpreter(_REACHING))
@@ -1094,6 +1116,13 @@ def test_no_candidate_reaches_into_another_process_or_starts_a_session(
     for name in ("kcmp", "pidfd_getfd", "process_vm_readv", "process_madvise"):
         assert f"{name} -1 {errno.EPERM}" in out, out
     assert f"ptrace {100 + errno.EPERM}" in out and f"setsid {100 + errno.EPERM}" in out, out
+    acts = ("nice other", "nice group", "pin other", "idle other", "limit other",
+            "ioprio other")
+    for act in acts:  # another process's scheduling and limits: refused
+        assert f"{act} errno {errno.EPERM}" in out, out
+        assert f"{act} done" in outside, outside  # the control
+    for act in ("nice self", "pin self", "limit self"):  # its own: allowed
+        assert f"{act} done" in out, out
     # the controls: on itself each reaches the kernel outside
     assert "kcmp 0 0" in outside and "process_vm_readv 8 0" in outside, outside
     assert "pidfd_getfd -1" not in outside and "setsid 0" in outside, outside
