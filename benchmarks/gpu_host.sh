@@ -18,7 +18,7 @@
 # "memdiag phases window" (the default), "noise", "threadnoise", "forge", "vmmfd" and
 # "waitvalue"; empty: none),
 # CORPUS_OPTS (compare_gpu.py options added to every corpus job, e.g. --only NAME...),
-# EXPLOITS_FIRST (non-empty: the exploit shards before the corpus's), SCALING_LAST (non-empty:
+# EXPLOITS_FIRST (non-empty: the exploit shards first, before the shared-GPU job and the corpus), SCALING_LAST (non-empty:
 # scaling after the queue, so a cut clock cuts it rather than the queue), TESTS_FIRST (non-empty:
 # the tests job first of all), EXPLOIT_CASES (names: one
 # exploit job of those cases instead of the shards), TESTS (pytest options of a last job,
@@ -73,16 +73,17 @@ if [ "$cs" -gt 0 ] && [ -z "${CORPUS_OPTS:-}" ]; then  # a subset's jobs build w
 fi
 
 # -- 3. the queue -------------------------------------------------------------------------
-tasks=()
-[ -n "${SHARED-x}" ] && tasks+=("shared ${SHARED:---problems 3 --only conv3x3_relu conv_bn_relu_eval gemm_bias_silu --phases idle,busy}")
+tasks=() shared_jobs=()
+[ -n "${SHARED-x}" ] && shared_jobs+=("shared ${SHARED:---problems 3 --only conv3x3_relu conv_bn_relu_eval gemm_bias_silu --phases idle,busy}")
 corpus_jobs=() exploit_jobs=()
 for k in $(seq 1 "$cs"); do
   corpus_jobs+=("corpus --build-root $B --builds-first --shard $k/$cs ${CORPUS_OPTS:-}")
 done
 if [ -n "${EXPLOIT_CASES:-}" ]; then exploit_jobs+=("exploits $EXPLOIT_CASES")
 else for k in $(seq 1 "$es"); do exploit_jobs+=("exploit-shard $k/$es"); done; fi
-if [ -n "${EXPLOITS_FIRST:-}" ]; then tasks+=("${exploit_jobs[@]}" "${corpus_jobs[@]}")
-else tasks+=("${corpus_jobs[@]}" "${exploit_jobs[@]}"); fi
+if [ -n "${EXPLOITS_FIRST:-}" ]; then  # the exploit shards before everything else
+  tasks+=("${exploit_jobs[@]}" "${shared_jobs[@]}" "${corpus_jobs[@]}")
+else tasks+=("${shared_jobs[@]}" "${corpus_jobs[@]}" "${exploit_jobs[@]}"); fi
 if [ -n "${TESTS:-}" ]; then  # TESTS_FIRST: before everything (a quick check of the code)
   if [ -n "${TESTS_FIRST:-}" ]; then tasks=("tests $TESTS" "${tasks[@]}"); else tasks+=("tests $TESTS"); fi
 fi
