@@ -397,6 +397,45 @@ def test_the_candidate_holds_no_capability_and_every_task_it_creates_is_counted(
     assert result and result[0].payload is not None, result and result[0].stderr_tail
 
 
+def test_a_parent_that_cannot_read_namespace_links_still_finds_the_init_and_the_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh-eyes round of 2026-12-01: started without root, the parent may not read a
+    child's ``/proc/<pid>/ns/pid`` (entering its user namespace made it non-dumpable). The
+    init was then never found, outputs were read from the outer process, and every honest
+    copy came back ``incorrect``. The init and the worker are found by ``NSpid``, and an
+    unreadable identity matches no host process."""
+    source = _candidate(_AWAIT_RELEASE)
+    child, text, cache = _start(tmp_path, source)
+    runner, _ = _in_background(child, text)
+    real_readlink = os.readlink
+
+    def refused(path: object, *args: object, **kw: object) -> str:
+        if str(path).endswith("/ns/pid"):
+            raise PermissionError(errno.EACCES, "as a parent without root", str(path))
+        return real_readlink(path, *args, **kw)  # type: ignore[arg-type]
+
+    try:
+        deadline = time.monotonic() + 30
+        while pidtree.namespace_worker(child.proc.pid) in (None, child.proc.pid) and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        readable = (pidtree.namespace_init(child.proc.pid),
+                    pidtree.namespace_worker(child.proc.pid), set(child.members()))
+        monkeypatch.setattr(os, "readlink", refused)
+        unreadable = (pidtree.namespace_init(child.proc.pid),
+                      pidtree.namespace_worker(child.proc.pid), set(child.members()))
+        monkeypatch.undo()
+    finally:
+        for keyed in source_dir(cache, source).glob("*"):
+            (keyed / "release").write_text("")
+        runner.join(60)
+    init, worker, members = readable
+    assert init is not None and worker not in (None, child.proc.pid), readable
+    assert unreadable[:2] == (init, worker), (readable, unreadable)
+    assert {init, worker} <= unreadable[2] <= members, (readable, unreadable)
+    assert os.getpid() not in unreadable[2] and 1 not in unreadable[2]
+
+
 def test_the_users_home_is_hidden_but_the_interpreter_still_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Reads are not confined by landlock, and what a candidate reads can leave in its
