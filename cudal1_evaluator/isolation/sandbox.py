@@ -214,7 +214,7 @@ class Child:
         self.exchange = self.root / "tmp" if shared is None else \
             lifetime.make_owned_temp_dir(shared)
         self._go_w: int | None = None
-        self._init_pid: int | None = None  # for memory readings only (see _worker_pid)
+        self._work_pid: int | None = None  # for memory readings only (see _worker_pid)
         self._ctl_w: int | None = None  # orders to the namespace's init, and its answers
         self._ack_r: int | None = None
         self._init_lock = threading.Lock()  # one order and its answer at a time
@@ -429,10 +429,12 @@ class Child:
         return bool(memory) and _rss_mb(self._worker_pid()) > (memory or 0)
 
     def _worker_pid(self) -> int:
-        """The process doing the work: PID 1 of the child's namespace, else the child."""
-        if self._init_pid is None:
-            self._init_pid = pidtree.namespace_init(self.proc.pid)
-        return self._init_pid or self.proc.pid
+        """The process doing the work: PID 2 of the child's namespace (its init only relays
+        stops: a fresh-eyes round found the memory watch reading the init's), else the
+        child."""
+        if self._work_pid is None and pidtree.namespace_init(self.proc.pid) is not None:
+            self._work_pid = pidtree.namespace_worker(self.proc.pid)  # None until it forks
+        return self._work_pid or self.proc.pid
 
     def _hand_dirs(self, owner: int, plan: dict[str, list[str]] | None) -> None:
         """A candidate-mode child started as root writes only where it owns (no capabilities,

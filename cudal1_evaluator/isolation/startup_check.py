@@ -156,6 +156,7 @@ def child_start(job_path: str) -> None:
     if config:
         from cudal1_evaluator.isolation import cgroup, confine, namespaces
 
+        root_start = os.geteuid() == 0  # the parent's uid: confine may drop it to nobody
         group = _join_cgroup(config.get("cgroup"))  # before any fork: every process in it
         plan = config.get("namespace")
         # before landlock, which forbids mounting; the outer process never returns from here
@@ -174,8 +175,9 @@ def child_start(job_path: str) -> None:
             state.layers.update(entered.layers)
             state.missing.update(entered.missing)
             _drop_capabilities(state)
-            _readable_by_the_parent()
-            _filter_syscalls(state)
+            if not root_start:
+                _readable_by_the_parent()
+            _filter_syscalls(state, strict=namespaces.LAYER not in state.layers)
 
 
 def _join_cgroup(config: object) -> tuple[bool, str] | None:
@@ -189,22 +191,25 @@ def _join_cgroup(config: object) -> tuple[bool, str] | None:
     return cgroup.join(procs) if procs else (False, str(config.get("why")))
 
 
-def _filter_syscalls(state: Confinement) -> None:
-    """In a candidate-mode child's work process, last: the calls no candidate needs."""
+def _filter_syscalls(state: Confinement, strict: bool) -> None:
+    """In a candidate-mode child's work process, last: the calls no candidate needs
+    (``strict``: without a PID namespace of its own, see ``isolation.syscalls``)."""
     from cudal1_evaluator.isolation import syscalls
 
-    installed, what = syscalls.install()
+    installed, what = syscalls.install(strict)
     (state.layers if installed else state.missing)[syscalls.LAYER] = what
 
 
 def _readable_by_the_parent() -> None:
-    """In a candidate-mode child's work process: dumpable again, so a parent started without
-    root may read its outputs (``process_vm_readv``) and its namespace. Entering a user
+    """In a candidate-mode child's work process started without root: dumpable again, so
+    the parent may read its outputs (``process_vm_readv``) and its namespace. Entering a user
     namespace made it non-dumpable (it gained capabilities there), and a parent without
     ``CAP_SYS_PTRACE`` then read nothing: every candidate came back ``incorrect`` with
     ``stop_escaped`` (a fresh-eyes round, 2026-12-01). Nothing is hidden from the candidate
     in its own process; other candidates cannot see it (PID namespaces) nor ``ptrace`` it
-    (the seccomp filter). No core file is written (``RLIMIT_CORE`` 0)."""
+    (the seccomp filter). No core file is written (``RLIMIT_CORE`` 0). A root start leaves
+    it as it is: the parent reads through ``CAP_SYS_PTRACE``, and a dumpable process of
+    ``nobody`` would be open to every other process of that uid on the host."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
 

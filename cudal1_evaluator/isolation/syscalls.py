@@ -28,14 +28,18 @@ process is still dumpable (a lane in its first ~0.1 s, round 33), take its descr
 out the reference's memory. Inputs and outputs reach a candidate by ``SCM_RIGHTS`` and the
 parent reads outputs with its own ``process_vm_readv``: no candidate-side path calls them.
 
-Acting on another process's scheduling, limits or memory placement answers ``EPERM`` as
-well: ``setpriority`` and ``ioprio_set`` are allowed on the caller only (``PRIO_PROCESS``,
-who 0), ``sched_setparam``/``setscheduler``/``setaffinity``/``setattr``, ``prlimit64``,
-``migrate_pages`` and ``move_pages`` on pid 0 only (what libc's own-process calls pass). A
-candidate running as the same uid as a trusted process (the fallback sandbox, or a user
-namespace's init) set the reference runner to ``SCHED_IDLE`` pinned to one CPU, and could cut
-the init's descriptor limit to 0 (a fresh-eyes round, 2026-12-01). A thread's own tid is
-refused too (``pthread_setaffinity_np``): software that asks goes on unpinned.
+Setting another process's limits answers ``EPERM``: ``prlimit64`` sets limits on pid 0 (what
+libc's ``setrlimit`` passes) and reads them on any. In a user namespace the init of the
+child's PID namespace has the candidate's uid, and a candidate cut its descriptor limit to 0,
+which blinded the tripwire for new threads and processes (a fresh-eyes round, 2026-12-01).
+Without a PID namespace of its own (the fallback sandbox) a candidate sees every process of
+its uid, the reference runner's included, and it set that runner to ``SCHED_IDLE`` pinned to
+one CPU: there (``strict``), ``setpriority`` and ``ioprio_set`` are allowed on the caller
+only and ``sched_setparam``/``setscheduler``/``setaffinity``/``setattr``, ``migrate_pages``
+and ``move_pages`` on pid 0 only, at a price: a thread pinned by its own tid (libgomp with
+``OMP_PROC_BIND``, ``pthread_setaffinity_np``) is refused. In a PID namespace those calls
+reach only the candidate's own processes and its init, which only relays stops (slowing it
+slows the candidate's own evaluation), so they stay allowed.
 
 ``setsid`` answers ``EPERM`` too (what it answers a process group leader): on a kernel with
 autogroups each new session is a scheduling group of its own, so a candidate with K helpers
@@ -71,6 +75,7 @@ _FSCRYPT_KEY_IOCTLS = (0xC0506617, 0xC0406618, 0xC0406619, 0xC080661A)
 
 
 _ARG0_LOW_OFFSET = 16  # args[0], its low 32 bits: the flags of clone and unshare
+_ARG2_LOW_OFFSET, _ARG2_HIGH_OFFSET = 32, 36  # args[2]: prlimit64's new limits (NULL: a read)
 _CLONE_NEWUSER = 0x10000000
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 
@@ -83,20 +88,21 @@ class _Arch:
     namespacing: tuple[int, ...]  # clone, unshare: refused with CLONE_NEWUSER in their flags
     reaching: tuple[int, ...]  # ptrace, process_vm_readv/writev, kcmp (refused with EPERM)
     setsid: int
-    # sched_setparam, sched_setscheduler, sched_setaffinity, sched_setattr, prlimit64,
-    # migrate_pages, move_pages: allowed on pid 0 (the caller) only
+    prlimit: int  # sets limits on pid 0 only
+    # strict: sched_setparam, sched_setscheduler, sched_setaffinity, sched_setattr,
+    # migrate_pages, move_pages on pid 0 only; setpriority, ioprio_set on the caller only
     own_pid: tuple[int, ...]
-    priorities: tuple[int, int]  # setpriority, ioprio_set: on the caller only
+    priorities: tuple[int, int]
     from_up: int | None = None  # refuse every number from this one up
 
 
 _ARCHES = (
-    _Arch(0xC000003E, (248, 249, 250), 16, (56, 272), (101, 310, 311, 312), 112,
-          (142, 144, 203, 314, 302, 256, 279), (141, 251), _X32_BIT),  # x86_64 (x32: the bit)
-    _Arch(0x40000003, (286, 287, 288), 54, (120, 310), (26, 347, 348, 349), 66,
-          (154, 156, 241, 351, 340, 294, 317), (97, 289)),  # i386
-    _Arch(0xC00000B7, (217, 218, 219), 29, (220, 97), (117, 270, 271, 272), 157,
-          (118, 119, 122, 274, 261, 238, 239), (140, 30)),  # aarch64
+    _Arch(0xC000003E, (248, 249, 250), 16, (56, 272), (101, 310, 311, 312), 112, 302,
+          (142, 144, 203, 314, 256, 279), (141, 251), _X32_BIT),  # x86_64 (x32: the bit)
+    _Arch(0x40000003, (286, 287, 288), 54, (120, 310), (26, 347, 348, 349), 66, 340,
+          (154, 156, 241, 351, 294, 317), (97, 289)),  # i386
+    _Arch(0xC00000B7, (217, 218, 219), 29, (220, 97), (117, 270, 271, 272), 157, 261,
+          (118, 119, 122, 274, 238, 239), (140, 30)),  # aarch64
 )
 _PIDFD_GETFD, _PROCESS_MADVISE = 438, 440  # the same numbers on every architecture here
 
@@ -137,7 +143,7 @@ def _assemble(lines: list[tuple[int, str, str, int] | str]) -> list[Instruction]
     return out
 
 
-def program() -> list[Instruction]:
+def program(strict: bool = False) -> list[Instruction]:
     """The filter: per architecture, the key calls, ``clone3`` and fscrypt's key ioctls are
     refused (``ENOSYS``); a new user namespace, a new session, reaching into another
     process and setting another's scheduling or limits answer ``EPERM``, as where they are
@@ -152,23 +158,31 @@ def program() -> list[Instruction]:
         lines += [(_JEQ_K, "forbid", "", nr)
                   for nr in (*arch.reaching, _PIDFD_GETFD, _PROCESS_MADVISE, arch.setsid)]
         lines += [(_JEQ_K, f"userns{i}", "", nr) for nr in arch.namespacing]
-        lines += [(_JEQ_K, f"self{i}", "", nr) for nr in arch.own_pid]
-        lines += [(_JEQ_K, f"prio{i}", "", arch.priorities[0]),
-                  (_JEQ_K, f"ioprio{i}", "", arch.priorities[1])]
+        lines.append((_JEQ_K, f"prlimit{i}", "", arch.prlimit))
+        if strict:
+            lines += [(_JEQ_K, f"self{i}", "", nr) for nr in arch.own_pid]
+            lines += [(_JEQ_K, f"prio{i}", "", arch.priorities[0]),
+                      (_JEQ_K, f"ioprio{i}", "", arch.priorities[1])]
         lines += [(_JEQ_K, f"ioctl{i}", "allow", arch.ioctl), f"ioctl{i}",
                   (_LD_W_ABS, "", "", _ARG1_LOW_OFFSET)]
         lines += [(_JEQ_K, "refuse", "", cmd) for cmd in _FSCRYPT_KEY_IOCTLS]
         lines += [(_RET_K, "", "", _RET_ALLOW), f"userns{i}",
                   (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
                   (_JSET_K, "forbid", "allow", _CLONE_NEWUSER),
-                  f"self{i}", (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
-                  (_JEQ_K, "allow", "forbid", 0),
-                  f"prio{i}", (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
-                  (_JEQ_K, f"who{i}", "forbid", _PRIO_PROCESS),
-                  f"ioprio{i}", (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
-                  (_JEQ_K, f"who{i}", "forbid", _IOPRIO_WHO_PROCESS),
-                  f"who{i}", (_LD_W_ABS, "", "", _ARG1_LOW_OFFSET),
-                  (_JEQ_K, "allow", "forbid", 0), f"next{i}"]
+                  f"prlimit{i}", (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
+                  (_JEQ_K, "allow", "", 0), (_LD_W_ABS, "", "", _ARG2_LOW_OFFSET),
+                  (_JEQ_K, "", "forbid", 0), (_LD_W_ABS, "", "", _ARG2_HIGH_OFFSET),
+                  (_JEQ_K, "allow", "forbid", 0)]
+        if strict:
+            lines += [f"self{i}", (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
+                      (_JEQ_K, "allow", "forbid", 0),
+                      f"prio{i}", (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
+                      (_JEQ_K, f"who{i}", "forbid", _PRIO_PROCESS),
+                      f"ioprio{i}", (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
+                      (_JEQ_K, f"who{i}", "forbid", _IOPRIO_WHO_PROCESS),
+                      f"who{i}", (_LD_W_ABS, "", "", _ARG1_LOW_OFFSET),
+                      (_JEQ_K, "allow", "forbid", 0)]
+        lines.append(f"next{i}")
     lines += [(_RET_K, "", "", _RET_ERRNO | errno.ENOSYS),  # an architecture no block names
               "refuse", (_RET_K, "", "", _RET_ERRNO | errno.ENOSYS),
               "forbid", (_RET_K, "", "", _RET_ERRNO | errno.EPERM),
@@ -176,12 +190,13 @@ def program() -> list[Instruction]:
     return _assemble(lines)
 
 
-def install() -> tuple[bool, str]:
-    """(installed, what holds or why not), in the calling process and all its threads."""
+def install(strict: bool = False) -> tuple[bool, str]:
+    """(installed, what holds or why not), in the calling process and all its threads;
+    ``strict`` where the candidate has no PID namespace of its own (see the module)."""
     number = _SYS_SECCOMP.get(platform.machine())
     if number is None:
         return False, f"no seccomp filter for {platform.machine()}"
-    code = program()
+    code = program(strict)
     instructions = (_Instruction * len(code))(*[_Instruction(*i) for i in code])
     prog = _Program(len(code), instructions)
     libc = ctypes.CDLL(None, use_errno=True)
@@ -192,5 +207,5 @@ def install() -> tuple[bool, str]:
         return False, f"seccomp: {os.strerror(ctypes.get_errno())}"
     return True, ("seccomp: kernel keyrings, fscrypt keys, clone3 (into another cgroup), "
                   "new user namespaces, new sessions, reaching into other processes "
-                  "(ptrace, process_vm_*, pidfd_getfd) and setting their scheduling or "
-                  "limits refused")
+                  "(ptrace, process_vm_*, pidfd_getfd) and setting their limits"
+                  + (" or scheduling" if strict else "") + " refused")
