@@ -28,7 +28,6 @@ cancelled, and its children die with this process's watchdog pipe.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import hmac
 import json
@@ -39,8 +38,9 @@ import sys
 import threading
 from typing import IO, Any
 
+from cudal1_evaluator.isolation.dumpable import set_dumpable
+
 EXIT_GRACE_S = 5.0  # a cancelled evaluation's children are given this long to go
-_PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
 log = logging.getLogger(__name__)
 
 
@@ -48,11 +48,7 @@ def not_dumpable() -> bool:
     """No process of this user can open this one's /proc entries (its descriptors, memory,
     environment) or attach to it, where no sandbox layer hides it from a candidate; the
     first thing a trusted process does (the app, each lane). True once it holds (Linux)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    return int(prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)) == 0
+    return set_dumpable(False)
 
 
 def seal(key: bytes, message: dict[str, Any]) -> bytes:

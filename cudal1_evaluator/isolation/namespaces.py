@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from cudal1_evaluator.isolation import gpu_view, lifetime
+from cudal1_evaluator.isolation.dumpable import set_dumpable
 
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
 CLONE_NEWIPC = 0x08000000
@@ -49,7 +50,6 @@ _AT_EMPTY_PATH, _MOVE_MOUNT_F_EMPTY_PATH, _AT_FDCWD = 0x1000, 0x4, -100
 _MOUNT_ATTR_RDONLY = 1
 _SYSCALLS = {"x86_64": (428, 429, 442), "aarch64": (428, 429, 442)}  # open_tree, move_mount,
 _PR_SET_PDEATHSIG = 1                                                # mount_setattr
-_PR_SET_DUMPABLE = 4
 _SOURCE_DIR = re.compile(r"src-[0-9a-f]{16}")
 # Every cover is a tmpfs in memory that the candidate may write: each is bounded, so what it
 # can write outside the dirs the disk watch counts is bounded too. The temp dir and /dev/shm
@@ -267,7 +267,7 @@ def _become_init(control: list[str], done: Entered) -> None:
         return
     # its pipes out of reach through /proc/1/fd (landlock's ptrace scoping also keeps the
     # candidate out; this covers a kernel without landlock for a candidate that is not root)
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    set_dumpable(False)
     _init_loop(worker, ctl, ack)
 
 

@@ -432,8 +432,10 @@ class Child:
         """The process doing the work: PID 2 of the child's namespace (its init only relays
         stops: a fresh-eyes round found the memory watch reading the init's), else the
         child."""
-        if self._work_pid is None and pidtree.namespace_init(self.proc.pid) is not None:
-            self._work_pid = pidtree.namespace_worker(self.proc.pid)  # None until it forks
+        if self._work_pid is None:
+            worker = pidtree.namespace_worker(self.proc.pid)  # None until the init forks
+            if worker != self.proc.pid:  # the child itself: no namespace (yet)
+                self._work_pid = worker
         return self._work_pid or self.proc.pid
 
     def _hand_dirs(self, owner: int, plan: dict[str, list[str]] | None) -> None:

@@ -10,7 +10,6 @@ and confines itself (``cudal1_evaluator.isolation.confine``). Stdlib only.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import os
@@ -25,7 +24,6 @@ if TYPE_CHECKING:
 
 CONFIG_NAME = "sandbox.json"  # next to the job file, written by the parent
 EXIT_SETUP = 78  # EX_CONFIG: the child refused to start
-_PR_SET_DUMPABLE = 4
 _CUSTOMIZE = ("sitecustomize.py", "usercustomize.py", "sitecustomize", "usercustomize")
 
 
@@ -210,8 +208,9 @@ def _readable_by_the_parent() -> None:
     (the seccomp filter). No core file is written (``RLIMIT_CORE`` 0). A root start leaves
     it as it is: the parent reads through ``CAP_SYS_PTRACE``, and a dumpable process of
     ``nobody`` would be open to every other process of that uid on the host."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+    from cudal1_evaluator.isolation.dumpable import set_dumpable
+
+    set_dumpable(True)
 
 
 def _drop_capabilities(state: Confinement) -> None:
