@@ -3,6 +3,7 @@
     python benchmarks/evaluator_phases.py                 # CPU here, CUDA where there is one
     python benchmarks/evaluator_phases.py --device cpu --size 1024 --repeat 3
     python benchmarks/evaluator_phases.py --problem P.py --candidate C.py
+    python benchmarks/evaluator_phases.py --pair relu_triton --trials 5 --budget 10  # corpus
 
 It evaluates one candidate once to warm the build and pristine caches, then ``--repeat`` more
 times, and prints, for each repeat, the phases as the parent sees them (from the worker's
@@ -13,9 +14,11 @@ Settings follow the field measurement: 2 correctness trials, a 1 s timing budget
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +159,7 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=None, help="N of the N x N matmul problem")
     parser.add_argument("--problem", type=Path, help="a problem file instead of the matmul")
     parser.add_argument("--candidate", type=Path, help="a candidate file instead of torch.mm")
+    parser.add_argument("--pair", help="a corpus pair (benchmarks/corpus/manifest.toml) by name")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--trials", type=int, default=2, help="correctness_trials (app: 5)")
     parser.add_argument("--budget", type=float, default=1.0, help="timing_budget_s")
@@ -163,6 +167,8 @@ def main() -> int:
                         help="seconds between evaluations (the model writing the next "
                              "candidate), in which the next worker starts warm")
     args = parser.parse_args()
+    if args.pair:
+        args.problem, args.candidate = _corpus_pair(args.pair)
     _time_requests()
     _capture_reports()
     device = args.device
@@ -178,22 +184,37 @@ def main() -> int:
               correctness_trials=args.trials, timing_budget_s=args.budget, build_dir=build_dir,
               strict_threshold=1e9)
     first, rows, wall = evaluate_once(job)
-    what = args.problem or f"N={size} matmul"
+    what = args.pair or args.problem or f"N={size} matmul"
     print(f"device {device}, problem {what}; first evaluation (warms the caches): "
-          f"{wall:.2f} s, {first.status}, speedup {first.speedup}")
+          f"{wall:.2f} s, {first.status}, speedup {first.speedup}"
+          + (f" ({first.message[:300]})" if first.status != "ok" else ""))
     _print_rows(rows)
     _print_requests(wall)
     _print_worker()
+    walls: list[float] = []
     for i in range(args.repeat):
         time.sleep(args.gap)
         result, rows, wall = evaluate_once(job)
+        walls.append(wall)
         reused = any(f.code == "reference_pristine_reused" for f in result.flags)
         print(f"\ncached re-evaluation {i + 1}: {wall:.2f} s total, {result.status}, "
               f"build_cached={result.build_cached}, pristine reused={reused}")
         _print_rows(rows)
         _print_requests(wall)
         _print_worker()
+    if walls:
+        print(f"\nSUMMARY {what}: first {first.status} {first.speedup}; cached re-evaluations "
+              f"{', '.join(f'{w:.2f}' for w in walls)} s (median {statistics.median(walls):.2f} s,"
+              f" {args.trials} trials, budget {args.budget} s, gap {args.gap} s)")
     return 0
+
+
+def _corpus_pair(name: str) -> tuple[Path, Path]:
+    manifest = tomllib.loads((ROOT / "benchmarks/corpus/manifest.toml").read_text("utf-8"))
+    for pair in manifest["pair"]:
+        if pair["name"] == name:
+            return ROOT / pair["problem"], ROOT / pair["candidate"]
+    raise SystemExit(f"{name}: no such pair in benchmarks/corpus/manifest.toml")
 
 
 if __name__ == "__main__":

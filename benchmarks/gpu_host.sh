@@ -15,7 +15,7 @@
 # clock, default 660), WIDTHS (default 1 2 4 8, those the host has; empty: no scaling),
 # CORPUS_SHARDS and EXPLOIT_SHARDS (default: the GPU count; 0: no such jobs), SHARED
 # (shared_gpu.py's options; empty: no shared-GPU job), DIAG (which diagnostic jobs, of
-# "memdiag phases window" (the default), "noise", "threadnoise", "forge", "vmmfd" and
+# "memdiag phases window" (the default), "phases_corpus" (PHASES_PAIRS), "noise", "threadnoise", "forge", "vmmfd" and
 # "waitvalue"; empty: none),
 # CORPUS_OPTS (compare_gpu.py options added to every corpus job, e.g. --only NAME...),
 # EXPLOITS_FIRST (non-empty: the exploit shards first, before the shared-GPU job and the corpus), SCALING_LAST (non-empty:
@@ -96,6 +96,10 @@ for d in ${DIAG-memdiag phases window}; do
     waitvalue) tasks+=("waitvalue") ;;
     noise) tasks+=("noise examples/relu.py benchmarks/corpus/candidates/relu_warmup_pick_method.py --repeat 3") ;;
     phases) tasks+=("phases --trials 5 --budget 2 --repeat 3 --gap 10") ;;
+    phases_corpus)  # cached re-evaluations of corpus pairs at the app's defaults
+      for pair in ${PHASES_PAIRS:-relu_triton logsumexp_builtin gemm_silu_addmm_inplace}; do
+        tasks+=("phases --pair $pair --trials 5 --budget 10 --repeat 2 --gap 10")
+      done ;;
     window)
       tasks+=("window examples/diag_matmul.py benchmarks/corpus/candidates/diag_broadcast.py")
       tasks+=("window benchmarks/corpus/problems/tiny_scale_shift.py benchmarks/corpus/candidates/tiny_scale_shift_addcmul.py") ;;
