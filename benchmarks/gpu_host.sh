@@ -22,7 +22,8 @@
 # scaling after the queue, so a cut clock cuts it rather than the queue), TESTS_FIRST (non-empty:
 # the tests job first of all), EXPLOIT_CASES (names: one
 # exploit job of those cases instead of the shards), TESTS (pytest options of a last job,
-# `pytest -m gpu`, which sees every GPU, its own first).
+# `pytest -m gpu`, which sees every GPU, its own first; a -k expression goes in TESTS_K, which is
+# not split into words: `TESTS="-k a or b"` runs pytest on files named `or` and `b`).
 # Measured on 4x H200 (third session of 2026-11-27): width 1 of 10 problems x 2 candidates
 # took 471 s, the corpus's 47 pairs 196-369 s a shard of 4, the shared-GPU job 441 s, an
 # exploit shard of 11 cases 130-210 s: a width 1 and the queue do not fit one 25-minute run.
