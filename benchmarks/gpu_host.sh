@@ -15,7 +15,7 @@
 # clock, default 660), WIDTHS (default 1 2 4 8, those the host has; empty: no scaling),
 # CORPUS_SHARDS and EXPLOIT_SHARDS (default: the GPU count; 0: no such jobs), SHARED
 # (shared_gpu.py's options; empty: no shared-GPU job), DIAG (which diagnostic jobs, of
-# "memdiag phases window" (the default), "phases_corpus" (PHASES_PAIRS), "noise", "threadnoise", "forge", "vmmfd" and
+# "memdiag phases window" (the default), "phases_corpus" (PHASES_PAIRS), "noise", "threadnoise", "checkcost", "mps", "forge", "vmmfd" and
 # "waitvalue"; empty: none),
 # CORPUS_OPTS (compare_gpu.py options added to every corpus job, e.g. --only NAME...),
 # EXPLOITS_FIRST (non-empty: the exploit shards first, before the shared-GPU job and the corpus), SCALING_LAST (non-empty:
@@ -94,6 +94,8 @@ for d in ${DIAG-memdiag phases window}; do
     forge) tasks+=("forge") ;;
     threadnoise) tasks+=("threadnoise ${THREADNOISE_OPTS:---repeat 1}") ;;
     vmmfd) tasks+=("vmmfd") ;;
+    checkcost) tasks+=("checkcost") ;;
+    mps) tasks+=("mps") ;;
     waitvalue) tasks+=("waitvalue") ;;
     noise) tasks+=("noise examples/relu.py benchmarks/corpus/candidates/relu_warmup_pick_method.py --repeat 3") ;;
     phases) tasks+=("phases --trials 5 --budget 2 --repeat 3 --gap 10") ;;

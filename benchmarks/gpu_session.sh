@@ -22,6 +22,8 @@
 #                       started beside the rounds, or a CUDA process starting beside them
 #   threadnoise [OPTS...]  a busy app thread beside the clock, in the app's process and in a
 #                       lane process (app_thread_noise.py)
+#   checkcost [OPTS...] what the referee's check of one output costs, by part (check_cost_diag.py)
+#   mps                 does CUDA MPS remove the per-call release's context switches? (mps_check.sh)
 #   forge               can a driver IPC handle be forged from a process's own handles?
 #                       (ipc_forge_diag.py: security.md's "Forged IPC handles", tried)
 #   vmmfd               can an arena be shared as a file descriptor (VMM), across IPC namespaces?
@@ -102,6 +104,11 @@ run_step() {
     noise)
       timeout "$(left 5)" python3 benchmarks/noise_diag.py "$@" 2>&1 \
         | tee -a "$OUT/noise_diag.log" | cut -c1-200 ;;
+    checkcost)
+      timeout "$(left 5)" python3 benchmarks/check_cost_diag.py "$@" 2>&1 \
+        | tee -a "$OUT/check_cost.log" | cut -c1-200 ;;
+    mps)
+      OUT=$OUT timeout "$(left 5)" bash benchmarks/mps_check.sh 2>&1 | tail -60 | cut -c1-200 ;;
     threadnoise)
       timeout "$(left 5)" python3 benchmarks/app_thread_noise.py "$@" 2>&1 \
         | tee -a "$OUT/app_thread_noise.log" | cut -c1-200 ;;
@@ -130,7 +137,7 @@ run_step() {
         -m gpu ${TESTS_PATHS:-tests/} "$@" "${select[@]}" 2>&1 | tee "$OUT/gpu_tests.log" \
         | grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed" | cut -c1-200 | tail -40 ;;
     *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \
-         "tests | diag | threadnoise | forge | handover | memdiag | noise | vmmfd | waitvalue | watch | scaling | shared | phases | window"; return 2 ;;
+         "tests | diag | checkcost | mps | threadnoise | forge | handover | memdiag | noise | vmmfd | waitvalue | watch | scaling | shared | phases | window"; return 2 ;;
   esac
 }
 args=()
