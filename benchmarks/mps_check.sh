@@ -32,9 +32,9 @@ measure() {  # $1: a label (no_mps / mps)
   timeout 60 python3 benchmarks/vmm_fd_diag.py > "$M/vmmfd_$tag.log" 2>&1
   log "$tag: arena ended, exit $?"
   log "$tag: the evaluator's 60x rewrite"
-  ( sleep 45; nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv \
-      > "$M/apps_$tag.csv" 2>&1 ) &
-  timeout 150 python3 benchmarks/release_diag.py --gpu-60x > "$M/release_$tag.log" 2>&1
+  ( sleep 40; nvidia-smi > "$M/apps_$tag.txt" 2>&1 ) &  # its process table: type M+C = MPS
+  # a client of another user than the daemon's server waits for that server to exit: 100 s
+  timeout 100 python3 benchmarks/release_diag.py --gpu-60x > "$M/release_$tag.log" 2>&1
   log "$tag: 60x ended, exit $?"
   wait
 }
@@ -56,10 +56,10 @@ for tag in no_mps mps; do
   sed -n '/^ size/,$p' "$M/switch_$tag.log"
   echo "== $tag: arena as a file descriptor"
   tail -4 "$M/vmmfd_$tag.log" | cut -c1-200
-  echo "== $tag: the 60x rewrite in the evaluator (compute apps 45 s in)"
+  echo "== $tag: the 60x rewrite in the evaluator (its processes 40 s in)"
   grep -E "^(ok|incorrect|rejected|runtime_error|compile_error) |^no-op|^side|^reference|^candidate|Error" \
     "$M/release_$tag.log" | tail -7 | cut -c1-200
-  cut -c1-120 "$M/apps_$tag.csv" 2>/dev/null | head -6
+  grep -E "^\|  +[0-9]+ " "$M/apps_$tag.txt" 2>/dev/null | cut -c1-100 | head -8
 done
 tail -20 "$CUDA_MPS_LOG_DIRECTORY/control.log" > "$M/mps_control.log" 2>/dev/null || true
 tail -20 "$CUDA_MPS_LOG_DIRECTORY/server.log" > "$M/mps_server.log" 2>/dev/null || true
