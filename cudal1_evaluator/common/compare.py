@@ -28,6 +28,8 @@ def tolerance_for(preset: str, dtype: torch.dtype) -> float:
     """atol = rtol for a floating dtype; 0 (exact) for integers and bools."""
     if not (dtype.is_floating_point or dtype.is_complex):
         return 0.0
+    if dtype.is_complex:  # each part as its real dtype
+        dtype = dtype.to_real()
     table = PRESETS[preset]
     return table.get(dtype_name(dtype), max(table.values()))
 
@@ -76,6 +78,9 @@ def _compare_one(exp: torch.Tensor, got: torch.Tensor, preset: str, idx: int,
         return Comparison(False, message=f"{where}: device {got.device} != {exp.device}")
     if exp.numel() == 0:
         return Comparison(True)
+    if exp.is_complex():  # real and imaginary parts, each under its real dtype's tolerance
+        return _compare_one(torch.view_as_real(exp.detach()), torch.view_as_real(got.detach()),
+                            preset, idx, floor)
     tol = tolerance_for(preset, exp.dtype)
     tol = max(tol, floor) if tol else tol
     # float32 arithmetic for float32 and narrower (its rounding, ~6e-8 relative, is far
@@ -84,10 +89,7 @@ def _compare_one(exp: torch.Tensor, got: torch.Tensor, preset: str, idx: int,
     e = exp.detach().to(wide) if exp.is_floating_point() else exp.detach()
     g = got.detach().to(wide) if got.is_floating_point() else got.detach()
     if not exp.is_floating_point():
-        diff = (e.to(torch.float64) - g.to(torch.float64)).abs()
-        max_abs = float(diff.max())
-        return Comparison(max_abs == 0, max_abs, max_abs, "" if max_abs == 0 else
-                          f"{where}: integer values differ (max {max_abs:g})")
+        return _exactly(e, g, where)
     e_fin, g_fin = torch.isfinite(e), torch.isfinite(g)
     if not torch.equal(e_fin, g_fin):
         return Comparison(False, _FLOAT_MAX, _FLOAT_MAX, f"{where}: NaN/Inf positions differ")
@@ -110,6 +112,18 @@ def _compare_one(exp: torch.Tensor, got: torch.Tensor, preset: str, idx: int,
                           f"rtol={tol:g}*|exp| (max abs err {max_abs:.3g}, "
                           f"max rel err {max_rel:.3g})")
     return Comparison(True, max_abs, max_rel)
+
+
+def _exactly(e: torch.Tensor, g: torch.Tensor, where: str) -> Comparison:
+    """Integers and booleans: equal or not, value for value (a float64 difference would
+    round away differences above 2**53). The error reported is that difference."""
+    n_bad = int((e != g).sum())
+    max_abs = float((e.to(torch.float64) - g.to(torch.float64)).abs().max())
+    if not n_bad:
+        return Comparison(True, max_abs, max_abs)
+    by = f"max {max_abs:g}" if max_abs else "by less than float64 resolves"
+    return Comparison(False, max_abs, max_abs,
+                      f"{where}: {n_bad}/{e.numel()} integer values differ ({by})")
 
 
 def dtype_message(where: str, got: torch.dtype, expected: torch.dtype) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cudal1_evaluator.common.compare import compare_outputs, same_inputs
+from cudal1_evaluator.common.compare import compare_outputs, same_inputs, tolerance_for
 from cudal1_evaluator.isolation.child_env import scrub_env
 from cudal1_evaluator.isolation.sandbox import signal_name
 from cudal1_evaluator.parent.build_cache import build_key, headline, trim_compile_log
@@ -81,6 +81,28 @@ def test_compare_outputs_tolerances_and_nan_positions() -> None:
     assert not compare_outputs(ints, torch.tensor([1, 2, 4]), "relaxed").ok
     cmp = compare_outputs(torch.ones(4), torch.ones(4) * 1.00001, "strict")
     assert cmp.ok and 0 < cmp.max_abs_err < 1e-4 and cmp.max_rel_err > 0
+
+
+def test_integer_outputs_are_compared_exactly_even_beyond_float64() -> None:
+    big = torch.tensor([2**53, 7], dtype=torch.int64)
+    off = compare_outputs(big, big + torch.tensor([1, 0]), "strict")
+    assert not off.ok and "1/2 integer values differ (by less than float64 resolves)" in off.message
+    assert compare_outputs(big, big.clone(), "relaxed").ok
+    flags = torch.tensor([True, False])
+    assert not compare_outputs(flags, torch.tensor([True, True]), "relaxed").ok
+
+
+def test_complex_outputs_are_judged_on_both_parts() -> None:
+    """A wrong imaginary part fails (it was dropped by a cast to float64 before), within
+    each part's tolerance passes, at the real dtype's tolerance (fp32's for complex64)."""
+    exp = torch.tensor([1 + 1j, -2 + 0.5j], dtype=torch.complex64)
+    wrong = compare_outputs(exp, torch.tensor([1 - 5j, -2 + 0.5j], dtype=torch.complex64),
+                            "strict")
+    assert not wrong.ok and wrong.max_abs_err == 6.0
+    near = exp + torch.tensor([1e-6j, 1e-6], dtype=torch.complex64)
+    assert compare_outputs(exp, near, "strict").ok
+    assert not compare_outputs(exp, exp * (1 + 1e-3), "strict").ok  # fp32's 1e-4, not 1e-2
+    assert tolerance_for("strict", torch.complex128) == tolerance_for("strict", torch.float64)
 
 
 def test_same_inputs_sees_in_place_changes() -> None:
