@@ -34,13 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.switch_cost_diag import _size  # noqa: E402
 from cudal1_evaluator.common.batch_compare import compare_many, mutated_many  # noqa: E402
 from cudal1_evaluator.common.compare import tolerance_for  # noqa: E402
-
-
-def _size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
 def _sync(device: torch.device) -> None:

@@ -18,7 +18,6 @@ import statistics
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -210,10 +209,11 @@ def main() -> int:
 
 
 def _corpus_pair(name: str) -> tuple[Path, Path]:
-    manifest = tomllib.loads((ROOT / "benchmarks/corpus/manifest.toml").read_text("utf-8"))
-    for pair in manifest["pair"]:
-        if pair["name"] == name:
-            return ROOT / pair["problem"], ROOT / pair["candidate"]
+    from benchmarks.compare_gpu import load_pairs
+
+    for pair in load_pairs(ROOT / "benchmarks/corpus/manifest.toml"):
+        if pair.name == name:
+            return pair.problem, pair.candidate
     raise SystemExit(f"{name}: no such pair in benchmarks/corpus/manifest.toml")
 
 
