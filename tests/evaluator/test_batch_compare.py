@@ -181,3 +181,48 @@ def test_inputs_are_compared_bit_for_bit() -> None:
 
 def test_no_outputs_at_all_is_judged_as_before() -> None:
     _same([((), ())], "strict")
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 700, batch_compare.CHUNK_BYTES])
+def test_all_finite_chunks_take_the_short_judgement_and_agree(
+        monkeypatch: pytest.MonkeyPatch, chunk_bytes: int) -> None:
+    """A chunk whose every difference is finite is judged in fewer passes (one call a chunk
+    included: its output viewed, not stacked), with the same answers; a chunk holding a NaN,
+    an infinity or an overflowing difference is left to the full judgement."""
+    monkeypatch.setattr(batch_compare, "CHUNK_BYTES", chunk_bytes)
+    short = batch_compare.judge_finite_rows
+    taken: list[bool] = []
+
+    def spy(e: torch.Tensor, g: torch.Tensor, tol: float) -> Any:
+        found = short(e, g, tol)
+        taken.append(found is not None)
+        return found
+
+    monkeypatch.setattr(batch_compare, "judge_finite_rows", spy)
+    gen = torch.Generator().manual_seed(13)
+    tol = tolerance_for("strict", torch.float32)
+    finite: list[tuple[Any, Any]] = []
+    for c in range(18):
+        e = torch.randn(6, 5, generator=gen) * 10 ** float(c % 3 - 1)
+        g = e.clone() if c % 3 == 0 else _edge(e, tol, gen) if c % 3 == 1 else e + 1.0
+        finite.append((e, g))
+    _same(finite, "strict")
+    assert taken and all(taken)
+    assert any(not r.ok for r in compare_many(finite, "strict"))
+    taken.clear()
+    odd = [(torch.tensor([1.0, float("nan")]), torch.tensor([1.0, float("nan")])),
+           (torch.tensor([3e38, 1.0]), torch.tensor([-3e38, 1.0])),
+           (torch.tensor([1.0, 2.0]), torch.tensor([1.0, float("inf")]))]
+    _same(odd, "strict")
+    assert taken and not any(taken)
+    assert [r.ok for r in compare_many(odd, "strict")] == [True, False, False]
+
+
+def test_a_lone_call_is_checked_for_writes_without_a_copy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch_compare, "CHUNK_BYTES", 1)  # one call a chunk
+    base = torch.randn(64)
+    written = base.clone()
+    written[5] = -written[5]
+    assert mutated_many([[base.clone()], [written]], [[base], [base]]) == [[], [0]]
+    assert batch_compare._rows([base]).data_ptr() == base.data_ptr()
