@@ -24,9 +24,9 @@ from cudal1_evaluator.common.compare import (
     Comparison,
     _finite,
     as_bits,
-    judge_finite_rows,
     as_tensors,
     compare_outputs,
+    judge_finite_rows,
     same_inputs,
     tolerance_for,
 )
