@@ -133,7 +133,9 @@ def judge_finite_rows(e: torch.Tensor, g: torch.Tensor,
     atol = torch.tensor([tol * m for m in magnitude.amax(dim=1).tolist()], dtype=e.dtype,
                         device=e.device)
     bound = torch.mul(magnitude, tol).add_(atol[:, None])
-    bad = torch.gt(diff, bound).any(dim=1)
+    # not (diff <= bound), not diff > bound: a NaN difference fails here even where a
+    # reduction above had dropped it (PyTorch's maxima propagate NaN; this need not rely on it)
+    bad = torch.le(diff, bound).logical_not_().any(dim=1)
     ratio = torch.div(diff, magnitude.clamp_min_(1e-12), out=bound)
     rows = torch.stack([bad.to(e.dtype), max_abs, ratio.amax(dim=1)], dim=1).tolist()
     return [(not f, _finite(a), _finite(r)) for f, a, r in rows]

@@ -226,3 +226,23 @@ def test_a_lone_call_is_checked_for_writes_without_a_copy(
     written[5] = -written[5]
     assert mutated_many([[base.clone()], [written]], [[base], [base]]) == [[], [0]]
     assert batch_compare._rows([base]).data_ptr() == base.data_ptr()
+
+
+def test_the_short_judgement_fails_closed_where_a_maximum_drops_nan(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The short judgement takes a finite maximum difference as "no NaN anywhere", which holds
+    because PyTorch's maxima propagate NaN. Were a reduction to drop NaN, a NaN output must
+    still fail: the threshold test itself fails on NaN."""
+    real_amax = torch.Tensor.amax
+
+    def nan_dropping_amax(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return real_amax(torch.where(self.isnan(), float("-inf"), self), *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "amax", nan_dropping_amax)
+    expected = torch.tensor([[1.0, 2.0, 3.0]])
+    got = torch.tensor([[1.0, float("nan"), 3.0]])
+    short = batch_compare.judge_finite_rows(expected, got, 1e-4)
+    assert short is not None and short[0][0] is False
+    assert not compare_outputs(expected, got, "strict").ok
+    assert [r.ok for r in compare_many([(expected, got), (expected, expected.clone())],
+                                       "strict")] == [False, True]
