@@ -176,4 +176,3 @@ def _rows(items: list[torch.Tensor]) -> torch.Tensor:
     if len(items) == 1:
         return items[0].detach().reshape(1, -1)
     return torch.stack([t.detach() for t in items]).reshape(len(items), -1)
-
