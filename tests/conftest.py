@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import torch_pch
 
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 
@@ -32,13 +33,31 @@ def _one_thread_per_child(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
 
 
+_PCH = pytest.StashKey[str]()
+SLOW_TEST_S = 60.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's C++ builds use a precompiled torch header (``torch_pch``)."""
+    config.stash[_PCH] = torch_pch.install()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"precompiled torch/extension.h: {config.stash.get(_PCH, 'not built')}"
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """With CUDAL1_FAILURES_NOW set, a failure's report as it happens: a GPU run's suite that
-    its time limit cuts short keeps the failures seen so far (its summary never comes)."""
-    if report.failed and os.environ.get("CUDAL1_FAILURES_NOW"):
+    """A failure's report as it happens, and each test slower than ``SLOW_TEST_S`` as it ends:
+    a suite that a time limit cuts short (CI's, a GPU run's) keeps what it saw so far (its
+    summary never comes). ``CUDAL1_FAILURES_NOW=0`` keeps both quiet."""
+    if os.environ.get("CUDAL1_FAILURES_NOW") == "0":
+        return
+    if report.failed:
         sys.stderr.write(f"\n=== FAILED {report.nodeid} ({report.when})\n"
                          f"{report.longreprtext[-6000:]}\n")
-        sys.stderr.flush()
+    elif report.when == "call" and report.duration > SLOW_TEST_S:
+        sys.stderr.write(f"\n=== slow: {report.duration:.0f} s {report.nodeid}\n")
+    sys.stderr.flush()
 
 
 # Two scripted replies in the generation protocol, each with reasoning.
