@@ -132,8 +132,9 @@ run_step() {
     tests)  # TESTS_K: a -k expression (spaces and all: it is not split into words);
       # TESTS_PATHS: which files, in that order (default tests/)
       local select=(); [ -n "${TESTS_K:-}" ] && select=(-k "$TESTS_K")
-      # -v and failures as they happen: a suite its time limit cuts keeps what it saw
-      CUDAL1_FAILURES_NOW=1 timeout "$(left 10)" python3 -m pytest -v -p no:cacheprovider \
+      # -v and failures as they happen: a suite its time limit cuts keeps what it saw; no
+      # precompiled header (its ~1 min build would buy little among nvcc builds)
+      CUDAL1_TEST_PCH=0 CUDAL1_FAILURES_NOW=1 timeout "$(left 10)" python3 -m pytest -v -p no:cacheprovider \
         -m gpu ${TESTS_PATHS:-tests/} "$@" "${select[@]}" 2>&1 | tee "$OUT/gpu_tests.log" \
         | grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed" | cut -c1-200 | tail -40 ;;
     *) echo "unknown step $name: exploits | exploit-shard | corpus | throughput | latency |" \

@@ -7,6 +7,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +36,7 @@ def _one_thread_per_child(monkeypatch: pytest.MonkeyPatch) -> None:
 
 _PCH = pytest.StashKey[str]()
 SLOW_TEST_S = 60.0
+HEAVY_LIST = Path(__file__).with_name("heavy_tests.txt")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -42,8 +44,43 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_PCH] = torch_pch.install()
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    return f"precompiled torch/extension.h: {config.stash.get(_PCH, 'not built')}"
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    heavy = "run" if _runs_heavy(config) else "left out (pytest --full runs them)"
+    return [f"precompiled torch/extension.h: {config.stash.get(_PCH, 'not built')}",
+            f"heavy tests ({HEAVY_LIST.name}): {heavy}"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full", action="store_true",
+                     help=f"also run the heavy tests ({HEAVY_LIST.name})")
+
+
+def _runs_heavy(config: pytest.Config) -> bool:
+    """The heavy tests run with ``--full``, under any ``-m`` expression (``pytest -m gpu`` on
+    a GPU machine), and when named one by one (``path::test``)."""
+    return bool(config.getoption("--full") or config.option.markexpr
+                or any("::" in arg for arg in config.args))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests listed in ``heavy_tests.txt`` ``heavy``, and leave them out of a plain
+    run: the whole suite takes more than CI's 90 minutes on its 2-core box."""
+    listed = heavy_tests()
+    for item in items:
+        if item.nodeid in listed:
+            item.add_marker(pytest.mark.heavy)
+    if _runs_heavy(config):
+        return
+    kept = [item for item in items if item.get_closest_marker("heavy") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept
+
+
+def heavy_tests() -> set[str]:
+    """The node ids in ``heavy_tests.txt`` (one a line; ``#`` starts a comment)."""
+    lines = HEAVY_LIST.read_text().splitlines()
+    return {line.split("#", 1)[0].strip() for line in lines} - {""}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -55,8 +92,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.failed:
         sys.stderr.write(f"\n=== FAILED {report.nodeid} ({report.when})\n"
                          f"{report.longreprtext[-6000:]}\n")
-    elif report.when == "call" and report.duration > SLOW_TEST_S:
-        sys.stderr.write(f"\n=== slow: {report.duration:.0f} s {report.nodeid}\n")
+    elif report.duration > SLOW_TEST_S:  # a module fixture's evaluation counts in setup
+        sys.stderr.write(f"\n=== slow: {report.duration:.0f} s {report.nodeid} "
+                         f"({report.when})\n")
     sys.stderr.flush()
 
 
