@@ -550,9 +550,9 @@ class Referee:
         calls = [(j, self.sets[sid]) for j, sid in enumerate(window.ids) if sid in wanted]
         if window.changed:
             return {"results": [self._changed() for _ in calls]}
-        late = window.late()
         late_host = _calls(msg.get("late"))  # host: the parent's samples, per call
         reused = window.reused(self.placer) | _calls(msg.get("overwritten"))  # host: the parent's
+        late = window.late(reused)  # a reused call's bytes were rewritten by a later call
         pool = self.pools[window.runner]
         for j, made in calls:
             if made.expected is None:

@@ -10,7 +10,9 @@ and of calls drawn then, at places drawn then (``WindowSeal.probe``); the check,
 the runner stopped and the GPU idle, places every output and reads the same places again
 (``late``): work still writing the outputs after the window closed changes
 them. Outputs of different calls that share memory (``reused``) are a later call's output,
-not theirs.
+not theirs: bytes read of a reused call only (at its step) are expected to change, and are
+not ``late``; a reused call is never judged, and the parent times the window again copying
+every output (or rejects it under every reward policy when it is already copying).
 """
 
 from __future__ import annotations
@@ -41,6 +43,19 @@ class Placed:
 
 
 @dataclass
+class Sample:
+    """Bytes read at random places of one memory, and the calls whose outputs lie there."""
+
+    source: torch.Tensor
+    where: torch.Tensor
+    seen: torch.Tensor
+    calls: frozenset[int]
+
+    def changed(self) -> bool:
+        return not torch.equal(self.source.index_select(0, self.where), self.seen)
+
+
+@dataclass
 class WindowSeal:
     """One runner's window as its seal left it: the sets in its slots, the runner's word on
     where the outputs lie, the calls sampled at the seal and what was read there."""
@@ -51,20 +66,24 @@ class WindowSeal:
     segments: list[tuple[bytes, torch.Tensor] | None]
     where: dict[int, Any]  # call -> the runner's word on its outputs (at first the drawn ones)
     placed: dict[int, list[Placed]] = field(default_factory=dict)  # call -> its outputs
-    samples: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
     changed: bool = False  # the word at ``place`` moved an output the seal had read
 
     def probe(self, placer: Placer, calls: list[int], gen: torch.Generator) -> None:
         """Place the outputs of ``calls`` and read ``SAMPLES`` bytes of each at random places
         (one gather per memory)."""
-        self.probe_placed([p for j in calls for p in self.call(placer, j)], gen)
+        self.probe_placed([(j, p) for j in calls for p in self.call(placer, j)], gen)
 
-    def probe_placed(self, placed: list[Placed], gen: torch.Generator) -> None:
+    def probe_placed(self, placed: list[tuple[int, Placed]], gen: torch.Generator) -> None:
+        """``placed``: (call, output) pairs; one gather per memory."""
         groups: dict[Key, list[Placed]] = {}
-        for i, p in enumerate(placed):
+        calls: dict[Key, set[int]] = {}
+        for i, (j, p) in enumerate(placed):
             if p.length > 0:
-                groups.setdefault(p.key if p.key != ("own",) else ("own", i), []).append(p)
-        for members in groups.values():
+                key = p.key if p.key != ("own",) else ("own", i)
+                groups.setdefault(key, []).append(p)
+                calls.setdefault(key, set()).add(j)
+        for key, members in groups.items():
             starts = torch.tensor([p.start for p in members], dtype=torch.int64)
             lengths = torch.tensor([p.length for p in members], dtype=torch.int64)
             draws = torch.rand(len(members), SAMPLES, generator=gen, dtype=torch.float64)
@@ -72,13 +91,14 @@ class WindowSeal:
             offsets = torch.minimum(offsets, (lengths - 1)[:, None])
             source = members[0].source
             where = (starts[:, None] + offsets).reshape(-1).to(source.device, non_blocking=True)
-            self.samples.append((source, where, source.index_select(0, where)))
+            self.samples.append(Sample(source, where, source.index_select(0, where),
+                                       frozenset(calls[key])))
 
     def probe_nothing(self, buffer: torch.Tensor, gen: torch.Generator) -> None:
         """An empty window's seal: the same gathers a full one makes, on our own buffer, so
         the hand-off the empty windows measure holds the seal's own cost."""
         flat = buffer.reshape(-1).view(torch.uint8)
-        self.probe_placed([Placed(buffer, flat, 0, flat.numel(), ("own",))
+        self.probe_placed([(-1, Placed(buffer, flat, 0, flat.numel(), ("own",)))
                            for _ in range(SAMPLED_CALLS + 1)], gen)
 
     def call(self, placer: Placer, j: int) -> list[Placed]:
@@ -106,10 +126,11 @@ class WindowSeal:
                 self.where, self.segments = {}, []
                 return
 
-    def late(self) -> bool:
-        """Whether any sampled byte differs now from what the seal read."""
-        return any(not torch.equal(source.index_select(0, where), seen)
-                   for source, where, seen in self.samples)
+    def late(self, reused: set[int] | frozenset[int] = frozenset()) -> bool:
+        """Whether any sampled byte differs now from what the seal (or a step) read, bar
+        bytes read of ``reused`` calls only: a later call's output was written there."""
+        return any(sample.changed() for sample in self.samples
+                   if not (sample.calls and sample.calls <= reused))
 
     def reused(self, placer: Placer) -> set[int]:
         """The calls whose output memory a later call's output overlaps."""

@@ -349,6 +349,28 @@ def test_the_seal_sees_calls_sharing_output_memory_and_samples_the_last_call() -
     assert sealed.late()
 
 
+def test_a_static_output_is_not_late_for_the_calls_a_later_call_overwrote() -> None:
+    """A CUDA graph's static output: each call's output read at its step lies where the next
+    call writes. Those bytes change because of the later call, not work after the window:
+    excused for the reused calls only; the last call's bytes (never reused) still count,
+    and so does a memory the reused call shares with a call that is not reused."""
+    from cudal1_evaluator.trusted.sealing import Placed, Placer, WindowSeal
+
+    memory = torch.zeros(64, dtype=torch.uint8)
+    shared = {j: [Placed(memory[:16], memory, 0, 16, ("ipc", b"h"))] for j in range(3)}
+    window = WindowSeal(1, [10, 11, 12], [[]] * 3, [], {}, placed=shared)
+    placer, gen = Placer(torch.device("cpu")), torch.Generator().manual_seed(2)
+    for j in range(3):  # each call writes the one buffer, then its step reads it
+        memory[:16] = j + 1
+        window.probe(placer, [j], gen)
+    window.probe(placer, [0, 2], gen)  # the seal: the last call and a drawn one
+    reused = window.reused(placer)
+    assert reused == {0, 1}
+    assert window.late() and not window.late(reused)
+    memory[:16] = 9  # the last call's output written after the window
+    assert window.late(reused)
+
+
 def test_the_seal_gets_the_drawn_calls_words_only_and_place_gets_all() -> None:
     """Inside the clock the referee resolves the handles of the calls drawn for the seal
     only (renumbered); ``place``, after it, every call's. A story that moves a sealed
