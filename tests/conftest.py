@@ -7,11 +7,11 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch_pch
+from heavy_list import HEAVY_LIST, heavy_tests
 
 from cudal1_tui.replay import ReplayConfig, ReplayServer, Reply
 
@@ -36,7 +36,6 @@ def _one_thread_per_child(monkeypatch: pytest.MonkeyPatch) -> None:
 
 _PCH = pytest.StashKey[str]()
 SLOW_TEST_S = 60.0
-HEAVY_LIST = Path(__file__).with_name("heavy_tests.txt")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -75,12 +74,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = kept
-
-
-def heavy_tests() -> set[str]:
-    """The node ids in ``heavy_tests.txt`` (one a line; ``#`` starts a comment)."""
-    lines = HEAVY_LIST.read_text().splitlines()
-    return {line.split("#", 1)[0].strip() for line in lines} - {""}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

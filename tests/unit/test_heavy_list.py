@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import HEAVY_LIST, heavy_tests
+from heavy_list import HEAVY_LIST, heavy_tests
 
 ROOT = HEAVY_LIST.parents[1]
 
