@@ -70,10 +70,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.heavy)
     if _runs_heavy(config):
         return
-    kept = [item for item in items if item.get_closest_marker("heavy") is None]
-    if len(kept) < len(items):
-        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
-        items[:] = kept
+    heavy = [item for item in items if item.nodeid in listed]
+    if heavy:
+        config.hook.pytest_deselected(items=heavy)
+        items[:] = [item for item in items if item.nodeid not in listed]
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -18,4 +18,3 @@ def test_every_heavy_entry_names_an_existing_test_function() -> None:
         function = re.sub(r"\[.*\]$", "", name)
         source = (ROOT / path).read_text()
         assert re.search(rf"^(async )?def {function}\(", source, re.M), node_id
-
