@@ -80,7 +80,18 @@ def summary(rows: list[dict[str, Any]], wall: float) -> list[str]:
         f" ({100 * len(agree) / max(len(both), 1):.0f} %); off by more than 25 %: "
         f"{', '.join(far) or 'none'}",
         f"- honest, correct pairs the static gate rejects: {', '.join(honest_rejected) or 'none'}",
+        floor_line(both),
     ]
+
+
+def floor_line(both: list[dict[str, Any]]) -> str:
+    """Agreement split by whether our windows read their floor (``per_call_upper_bound``:
+    the per-call release's fixed costs kept in a fast side's time)."""
+    floored = [r for r in both if "per_call_upper_bound" in (r["ours"].get("flags") or [])]
+    rest = [r for r in both if r not in floored]
+    within = [sum(r["within_10pct"] for r in part) for part in (floored, rest)]
+    return (f"- at their floor (per_call_upper_bound): {len(floored)} of {len(both)}, "
+            f"{within[0]} within ±10 %; the others: {within[1]}/{len(rest)} within ±10 %")
 
 
 def main() -> int:

@@ -174,7 +174,8 @@ class Flag:
 # one candidate may differ in these and nothing else.
 TIMING_NOTES = frozenset({"reference_pristine_reused", "reference_pristine_remeasured",
                           "reference_slowed", "speedup_within_noise", "window_once_cost",
-                          "window_once_skipped", "windows_resized", "alone_unsettled"})
+                          "window_once_skipped", "windows_resized", "alone_unsettled",
+                          "per_call_upper_bound"})
 
 
 @dataclass

@@ -49,9 +49,19 @@ class Burst:
         ``HANDOFF_MOST`` of the window: a window that is mostly hand-off is sized wrong, what
         is left is an upper bound, and a runner of its own that hands over faster than ours
         earns no more than that)."""
-        taken = self.handoff_ms + self.released_ms
-        work = max(self.wall_ms - taken, (1.0 - HANDOFF_MOST) * self.wall_ms)
-        return work / max(1, self.calls)
+        return max(self._left_ms(), self._floor_ms()) / max(1, self.calls)
+
+    def at_floor(self) -> bool:
+        """Whether what was taken off reached ``HANDOFF_MOST`` of a window of calls: its
+        mean is then the floor, half its wall time a call, an upper bound of its calls' own
+        time (fixed costs stay in it)."""
+        return self.calls > 0 and self._left_ms() < self._floor_ms()
+
+    def _left_ms(self) -> float:
+        return self.wall_ms - (self.handoff_ms + self.released_ms)
+
+    def _floor_ms(self) -> float:
+        return (1.0 - HANDOFF_MOST) * self.wall_ms
 
 
 def once_cost(calls: int, short: int, walls: list[tuple[float, float, float]]) -> float:
@@ -102,6 +112,13 @@ def reading_pad_ms(took_ms: float, honest_ms: list[float]) -> float:
 
 
 READINGS_KEPT = 64
+
+
+def at_floor(bursts: list[Burst]) -> tuple[int, int]:
+    """How many of a side's windows of calls read their floor (``Burst.at_floor``), of how
+    many."""
+    windows = [b for b in bursts if b.calls > 0]
+    return sum(b.at_floor() for b in windows), len(windows)
 
 
 def means(bursts: list[Burst]) -> list[float]:

@@ -15,7 +15,9 @@ from cudal1_evaluator.isolation.sandbox import Outcome
 from cudal1_evaluator.parent import diskcap, reference_runner, thread_budget
 from cudal1_evaluator.parent.conduct import Evidence
 from cudal1_evaluator.parent.timing_checks import (
+    HANDOFF_MOST,
     SLOWED_CAP,
+    at_floor,
     means,
     median_of,
     ratio,
@@ -99,6 +101,24 @@ def _timing_flags(timing: dict[str, TimingSummary]) -> list[Flag]:
         if slowed is not None:
             flags.append(slowed)
     return flags
+
+
+def _floor_flag(ev: Evidence) -> list[Flag]:
+    """``per_call_upper_bound`` (info) where most of a side's windows read their floor
+    (``Burst.at_floor``): their time a call then keeps the fixed costs the credits could not
+    take off, on a side whose calls are short against the per-call release, so the speedup
+    reads closer to 1x than the device times do. Said so that a user does not read it as
+    the kernel's own."""
+    counts = {"candidate": at_floor(ev.candidate), "reference": at_floor(ev.reference)}
+    if not any(n and 2 * k >= n for k, n in counts.values()):
+        return []
+    said = "; ".join(f"the {side}'s {k} of {n}" for side, (k, n) in counts.items() if n)
+    return [Flag("per_call_upper_bound", f"windows whose fixed costs reached {HANDOFF_MOST:.0%} "
+                 f"of their wall time ({said}) count that share as their calls' time: an "
+                 "upper bound that keeps each call's hand-over and release in it, so a fast "
+                 "side reads slower than its device time and the speedup closer to 1x "
+                 "(docs/security.md, Known limits, \"Per-call release costs each call a round "
+                 "trip\")", "info")]
 
 
 def _cap_name(timing: dict[str, TimingSummary]) -> str | None:
@@ -308,7 +328,7 @@ def _from_evidence(job: Job, outcome: Outcome, report: WorkerReport | None, ev: 
     flags = _flags_of(outcome, report, ev) + _precision_flag(ev, result.tolerance)
     if ev.timed:
         result.timing = _timing(ev)
-        flags += _timing_flags(result.timing)
+        flags += _timing_flags(result.timing) + _floor_flag(ev)
     result.flags = _under_policy(_one_each(flags), _policy(job))
     result.status, result.correct = _status(report, ev, result.flags)
     if ev.timed:  # every timed candidate keeps its measured speedup, rejected ones too

@@ -160,6 +160,27 @@ def test_a_slowed_reference_gives_way_to_the_reference_alone() -> None:
     assert result.reward <= 0.05 + 1e-9 and "reference alone 1 ms +5 %" in result.message
 
 
+def test_windows_at_their_floor_are_said_to_be_an_upper_bound() -> None:
+    """A fast side whose windows are mostly hand-off reads half its wall time a call (the
+    floor no credit goes under): the verdict says the time is an upper bound, as a note that
+    moves no reward; windows of real work say nothing."""
+    fast = Burst(4, 4.0, handoff_ms=2.5, released_ms=0.5)  # 3 of 4 ms taken off: floor 2 ms
+    assert fast.at_floor() and fast.mean_ms() == pytest.approx(0.5)
+    slow = Burst(4, 40.0, handoff_ms=2.5, released_ms=0.5)
+    assert not slow.at_floor() and slow.mean_ms() == pytest.approx(9.25)
+    assert not Burst(0, 5.0).at_floor()
+    job = _job(LINEAR_PROBLEM, "")
+    for cand, said in (([fast] * 3, True), ([slow] * 3, False)):
+        ev = Evidence(trials=[TrialReport(0, True)], timed=True,
+                      alone=[slow] * 3, reference=[slow] * 3, candidate=cand)
+        result = verdict.decide(job, Outcome(returncode=0), WorkerReport(phase="done"), ev)
+        notes = [f for f in result.flags if f.code == "per_call_upper_bound"]
+        assert bool(notes) is said and result.status == "ok"
+        if said:
+            assert notes[0].severity == "info" and "the candidate's 3 of 3" in notes[0].reason
+            assert result.speedup == pytest.approx(9.25 / 0.5)
+
+
 def _mapped_kb() -> int:
     fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
     return sum(int(fields.get(k, "0 kB").split()[0]) for k in ("RssFile", "RssShmem"))
