@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cudal1_evaluator.wire.delivery import overwritten
+from cudal1_evaluator.wire.delivery import LastWriters, overwritten
 
 IOV_MAX = 1024  # iovecs one process_vm_readv takes
 SAMPLED_BYTES = 256  # bytes of each output read when its call says it is done (< IOV_MAX)
@@ -145,6 +145,14 @@ def _read_bytes(pid: int, address: int, offsets: list[int]) -> bytes:
     words[1::2] = [1] * count
     _readv(pid, local, 1, ctypes.cast(words, ctypes.POINTER(_Iovec)), count, 0)
     return got.raw
+
+
+def _unexcused(writers: LastWriters, j: int, address: int, offsets: list[int], now: bytes,
+               seen: bytes) -> bool:
+    """Whether a byte of call ``j``'s output at ``address`` changed where no later call's
+    output lies."""
+    return any(a != b and writers.at(address + o) <= j
+               for o, a, b in zip(offsets, now, seen, strict=True))
 
 
 def _bytes_at(mapped: mmap.mmap, offsets: list[int]) -> bytes:
@@ -277,14 +285,16 @@ class HostOutputs:
 
     def _late(self, side: str, spans: list[tuple[int, int, int]]) -> list[int]:
         """Calls whose outputs, read whole after the window from where they were sampled,
-        differ at a sampled place from what the sample read when the call said it was done
-        (a call whose memory a later call took is ``overwritten``, not late)."""
+        differ at a sampled place from what the sample read when the call said it was done,
+        bar a place the output of a later call lies over (that call wrote it: a call whose
+        memory a later call took is ``overwritten``; its other bytes still count)."""
         read = {(start, j) for start, _end, j in spans}
-        taken = set(self.overwritten.get(side, []))
-        late = {j for j, buf, place, offsets, seen in self._samples.pop(side, [])
-                if (place[0], j) in read and j not in taken
-                and _bytes_at(buf.mapped, offsets) != seen}
-        return sorted(late)
+        moved = [(j, place[0], offsets, now, seen)
+                 for j, buf, place, offsets, seen in self._samples.pop(side, [])
+                 if (place[0], j) in read and (now := _bytes_at(buf.mapped, offsets)) != seen]
+        writers = LastWriters(spans) if moved else None
+        return sorted({j for j, address, offsets, now, seen in moved
+                       if writers is None or _unexcused(writers, j, address, offsets, now, seen)})
 
     def _held_over(self, side: str, spans: list[tuple[int, int, int]]) -> list[int]:
         """Calls whose output overlaps one of the last window's, except an output inside the

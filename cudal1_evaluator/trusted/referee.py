@@ -467,7 +467,7 @@ class Referee:
             window.segments += self.placer.segments(runner, new[:room]
                                                     if isinstance(new, list) else None)
             window.where[done] = msg.get("where")
-            window.probe(self.placer, [done], self.gen)
+            window.probe(self.placer, [done], self.gen, done)
         if is_index(msg.get("release"), len(window.ids)):
             pool.fill_staged_slot(int(msg["release"]))
         self.h.clock.sync()
@@ -519,7 +519,7 @@ class Referee:
         window.segments = self.placer.segments(runner, msg.get("handles"))
         window.where.update(drawn)  # calls read at a step stay as they were placed then
         if ids:
-            window.probe(self.placer, sorted(drawn), self.gen)
+            window.probe(self.placer, sorted(drawn), self.gen, len(ids) - 1)
         else:
             window.probe_nothing(self._own, self.gen)
         self.h.clock.sync()
@@ -552,7 +552,7 @@ class Referee:
             return {"results": [self._changed() for _ in calls]}
         late_host = _calls(msg.get("late"))  # host: the parent's samples, per call
         reused = window.reused(self.placer) | _calls(msg.get("overwritten"))  # host: the parent's
-        late = window.late(reused)  # a reused call's bytes were rewritten by a later call
+        late = window.late(self.placer)  # bar bytes a later call's output lies over
         pool = self.pools[window.runner]
         for j, made in calls:
             if made.expected is None:

@@ -10,9 +10,11 @@ and of calls drawn then, at places drawn then (``WindowSeal.probe``); the check,
 the runner stopped and the GPU idle, places every output and reads the same places again
 (``late``): work still writing the outputs after the window closed changes
 them. Outputs of different calls that share memory (``reused``) are a later call's output,
-not theirs: bytes read of a reused call only (at its step) are expected to change, and are
-not ``late``; a reused call is never judged, and the parent times the window again copying
-every output (or rejects it under every reward policy when it is already copying).
+not theirs: a byte read of a call at its step that the output of a call after it lies over
+is expected to change, and is not ``late`` (no other byte is, whichever calls are reused: a
+seal's sample, read after every call, never is); a reused call is never judged, and the
+parent times the window again copying every output (or rejects it under every reward policy
+when it is already copying).
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ from typing import Any
 import torch
 
 from cudal1_evaluator.wire.cuda_ipc import HANDLE_BYTES, Mapper, view_at
-from cudal1_evaluator.wire.delivery import MAX_HANDLES, SAMPLED_CALLS, is_index, overwritten
+from cudal1_evaluator.wire.delivery import (
+    MAX_HANDLES,
+    SAMPLED_CALLS,
+    LastWriters,
+    is_index,
+    overwritten,
+)
 
 SAMPLES = 256  # bytes read per output at the seal, at places the runner cannot predict
 Key = tuple[object, ...]
@@ -44,15 +52,44 @@ class Placed:
 
 @dataclass
 class Sample:
-    """Bytes read at random places of one memory, and the calls whose outputs lie there."""
+    """Bytes read at random places of one memory once call ``after`` was done (the seal's:
+    after the window's last call)."""
 
     source: torch.Tensor
     where: torch.Tensor
     seen: torch.Tensor
-    calls: frozenset[int]
+    memory: Key  # as ``WindowSeal.spans`` names it
+    after: int
 
     def changed(self) -> bool:
         return not torch.equal(self.source.index_select(0, self.where), self.seen)
+
+    def unexcused(self, writers: Writers | None) -> bool:
+        """Whether a byte changed where no output of a call after ``after`` lies (``writers``:
+        this memory's; None: no output of the window lies in it)."""
+        now = self.source.index_select(0, self.where)
+        moved = self.where[now != self.seen].cpu()
+        if writers is None or not moved.numel():
+            return bool(moved.numel())
+        return bool((writers.at(moved) <= self.after).any())
+
+
+@dataclass
+class Writers:
+    """``LastWriters`` as tensors: the latest call whose output holds each byte, at once."""
+
+    bounds: torch.Tensor
+    calls: torch.Tensor  # -1 first: the bytes before the first bound
+
+    @classmethod
+    def of(cls, spans: list[tuple[int, int, int]]) -> Writers:
+        last = LastWriters(spans)
+        return cls(torch.tensor(last.bounds, dtype=torch.int64),
+                   torch.tensor([-1, *last.calls], dtype=torch.int64))
+
+    def at(self, places: torch.Tensor) -> torch.Tensor:
+        """``LastWriters.at`` of each of ``places`` (a CPU int64 tensor)."""
+        return self.calls[torch.searchsorted(self.bounds, places, right=True)]
 
 
 @dataclass
@@ -69,21 +106,19 @@ class WindowSeal:
     samples: list[Sample] = field(default_factory=list)
     changed: bool = False  # the word at ``place`` moved an output the seal had read
 
-    def probe(self, placer: Placer, calls: list[int], gen: torch.Generator) -> None:
+    def probe(self, placer: Placer, calls: list[int], gen: torch.Generator, after: int) -> None:
         """Place the outputs of ``calls`` and read ``SAMPLES`` bytes of each at random places
-        (one gather per memory)."""
-        self.probe_placed([(j, p) for j in calls for p in self.call(placer, j)], gen)
+        (one gather per memory), once call ``after`` is done (a step's: the call it reads;
+        the seal's: the window's last)."""
+        self.probe_placed([p for j in calls for p in self.call(placer, j)], gen, after)
 
-    def probe_placed(self, placed: list[tuple[int, Placed]], gen: torch.Generator) -> None:
-        """``placed``: (call, output) pairs; one gather per memory."""
+    def probe_placed(self, placed: list[Placed], gen: torch.Generator, after: int) -> None:
+        """One gather per memory."""
         groups: dict[Key, list[Placed]] = {}
-        calls: dict[Key, set[int]] = {}
-        for i, (j, p) in enumerate(placed):
+        for i, p in enumerate(placed):
             if p.length > 0:
-                key = p.key if p.key != ("own",) else ("own", i)
-                groups.setdefault(key, []).append(p)
-                calls.setdefault(key, set()).add(j)
-        for key, members in groups.items():
+                groups.setdefault(p.key if p.key != ("own",) else ("own", i), []).append(p)
+        for members in groups.values():
             starts = torch.tensor([p.start for p in members], dtype=torch.int64)
             lengths = torch.tensor([p.length for p in members], dtype=torch.int64)
             draws = torch.rand(len(members), SAMPLES, generator=gen, dtype=torch.float64)
@@ -92,14 +127,14 @@ class WindowSeal:
             source = members[0].source
             where = (starts[:, None] + offsets).reshape(-1).to(source.device, non_blocking=True)
             self.samples.append(Sample(source, where, source.index_select(0, where),
-                                       frozenset(calls[key])))
+                                       _memory(members[0]), after))
 
     def probe_nothing(self, buffer: torch.Tensor, gen: torch.Generator) -> None:
         """An empty window's seal: the same gathers a full one makes, on our own buffer, so
         the hand-off the empty windows measure holds the seal's own cost."""
         flat = buffer.reshape(-1).view(torch.uint8)
-        self.probe_placed([(-1, Placed(buffer, flat, 0, flat.numel(), ("own",)))
-                           for _ in range(SAMPLED_CALLS + 1)], gen)
+        self.probe_placed([Placed(buffer, flat, 0, flat.numel(), ("own",))
+                           for _ in range(SAMPLED_CALLS + 1)], gen, -1)
 
     def call(self, placer: Placer, j: int) -> list[Placed]:
         """Call ``j``'s outputs, placed (once)."""
@@ -126,21 +161,29 @@ class WindowSeal:
                 self.where, self.segments = {}, []
                 return
 
-    def late(self, reused: set[int] | frozenset[int] = frozenset()) -> bool:
-        """Whether any sampled byte differs now from what the seal (or a step) read, bar
-        bytes read of ``reused`` calls only: a later call's output was written there."""
-        return any(sample.changed() for sample in self.samples
-                   if not (sample.calls and sample.calls <= reused))
+    def late(self, placer: Placer) -> bool:
+        """Whether any sampled byte differs now from what the seal (or a step) read, bar a
+        byte that the output of a call after the read lies over: that call wrote it. A byte
+        of a reused call that no later output covers changed by other work, and counts."""
+        changed = [sample for sample in self.samples if sample.changed()]
+        if not changed:
+            return False
+        writers = {memory: Writers.of(items) for memory, items in self.spans(placer).items()}
+        return any(sample.unexcused(writers.get(sample.memory)) for sample in changed)
 
     def reused(self, placer: Placer) -> set[int]:
         """The calls whose output memory a later call's output overlaps."""
+        return set().union(*(overwritten(items) for items in self.spans(placer).values()))
+
+    def spans(self, placer: Placer) -> dict[Key, list[tuple[int, int, int]]]:
+        """Every call's outputs as ``(start, stop, call)`` byte spans, by memory (an empty
+        output holds nothing a later call could take: left out)."""
         spans: dict[Key, list[tuple[int, int, int]]] = {}
         for j in range(len(self.ids)):
-            for p in self.call(placer, j):  # mapped memory by where it is mapped, not by the
-                memory = ("mem", p.source.data_ptr()) if p.key[0] == "ipc" else p.key  # handle
-                if p.length > 0:  # an empty output holds nothing a later call could take
-                    spans.setdefault(memory, []).append((p.start, p.start + p.length, j))
-        return set().union(*(overwritten(items) for items in spans.values()))
+            for p in self.call(placer, j):
+                if p.length > 0:
+                    spans.setdefault(_memory(p), []).append((p.start, p.start + p.length, j))
+        return spans
 
     def memory(self) -> set[Key]:
         return {p.key for call in self.placed.values() for p in call} | \
@@ -192,6 +235,12 @@ class Placer:
     def close(self) -> None:
         if self.mapper is not None:
             self.mapper.close()
+
+
+def _memory(p: Placed) -> Key:
+    """The memory an output lies in: mapped memory by where it is mapped, not by the handle
+    that named it (two handles of one allocation are one memory)."""
+    return ("mem", p.source.data_ptr()) if p.key[0] == "ipc" else p.key
 
 
 def _handle(text: object) -> bytes | None:

@@ -12,6 +12,8 @@ once the clock has stopped and before anything is compared, gets all of it.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import random
 from collections.abc import Iterable
 from typing import Any
@@ -80,3 +82,36 @@ def overwritten(spans: Iterable[tuple[int, int, int]]) -> set[int]:
         cluster.add(j)
         end = max(end, stop)
     return earlier | (cluster - {max(cluster, default=-1)})
+
+
+class LastWriters:
+    """Which call's output lies last over each byte of one address space, from ``(start, stop,
+    call)`` spans. A byte read of a call's output when it was done may change afterwards only
+    where the output of a call that came later lies (``overwritten``): nothing else of the
+    window writes there."""
+
+    def __init__(self, spans: Iterable[tuple[int, int, int]]) -> None:
+        self.bounds, self.calls = _last_writers(spans)
+
+    def at(self, place: int) -> int:
+        """The latest call whose output holds the byte at ``place``; -1 where none does."""
+        k = bisect.bisect_right(self.bounds, place) - 1
+        return self.calls[k] if k >= 0 else -1
+
+
+def _last_writers(spans: Iterable[tuple[int, int, int]]) -> tuple[list[int], list[int]]:
+    """Sorted boundaries and, for the bytes from each to the next, the latest call whose span
+    holds them (-1: none). One sweep, the spans that hold the current byte in a heap."""
+    items = sorted((start, stop, j) for start, stop, j in spans if stop > start)
+    bounds = sorted({p for start, stop, _ in items for p in (start, stop)})
+    calls: list[int] = []
+    holding: list[tuple[int, int]] = []  # (-call, stop): the latest call on top
+    i = 0
+    for bound in bounds:
+        while i < len(items) and items[i][0] <= bound:
+            heapq.heappush(holding, (-items[i][2], items[i][1]))
+            i += 1
+        while holding and holding[0][1] <= bound:  # ended: a span under the top waits its turn
+            heapq.heappop(holding)
+        calls.append(-holding[0][0] if holding else -1)
+    return bounds, calls

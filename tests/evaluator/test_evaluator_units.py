@@ -343,17 +343,16 @@ def test_the_seal_sees_calls_sharing_output_memory_and_samples_the_last_call() -
     drawn = sampled_calls(100, random.Random(0))
     assert drawn[-1] == 99 and len(drawn) == 3
     sealed = WindowSeal(1, [10, 11, 12], [[]] * 3, [], {}, placed=apart)
-    sealed.probe(placer, [0, 1, 2], torch.Generator().manual_seed(1))
-    assert not sealed.late()
+    sealed.probe(placer, [0, 1, 2], torch.Generator().manual_seed(1), 2)
+    assert not sealed.late(placer)
     memory[16:48] += 1  # calls 1 and 2 written after the seal
-    assert sealed.late()
+    assert sealed.late(placer)
 
 
 def test_a_static_output_is_not_late_for_the_calls_a_later_call_overwrote() -> None:
     """A CUDA graph's static output: each call's output read at its step lies where the next
     call writes. Those bytes change because of the later call, not work after the window:
-    excused for the reused calls only; the last call's bytes (never reused) still count,
-    and so does a memory the reused call shares with a call that is not reused."""
+    excused; the last call's bytes (never reused) still count, and so do the seal's."""
     from cudal1_evaluator.trusted.sealing import Placed, Placer, WindowSeal
 
     memory = torch.zeros(64, dtype=torch.uint8)
@@ -362,13 +361,64 @@ def test_a_static_output_is_not_late_for_the_calls_a_later_call_overwrote() -> N
     placer, gen = Placer(torch.device("cpu")), torch.Generator().manual_seed(2)
     for j in range(3):  # each call writes the one buffer, then its step reads it
         memory[:16] = j + 1
-        window.probe(placer, [j], gen)
-    window.probe(placer, [0, 2], gen)  # the seal: the last call and a drawn one
-    reused = window.reused(placer)
-    assert reused == {0, 1}
-    assert window.late() and not window.late(reused)
+        window.probe(placer, [j], gen, j)
+    window.probe(placer, [0, 2], gen, 2)  # the seal: the last call and a drawn one
+    assert window.reused(placer) == {0, 1}
+    assert sum(s.changed() for s in window.samples) == 2  # the steps of calls 0 and 1
+    assert not window.late(placer)
     memory[:16] = 9  # the last call's output written after the window
-    assert window.late(reused)
+    assert window.late(placer)
+
+
+def test_a_reused_calls_byte_that_no_later_output_covers_is_late() -> None:
+    """Round 39: a changed byte of a reused call is excused only where a later call's output
+    lies over it. Call 1's output covers the top half of call 0's: a write to the bottom
+    half after call 0's step is work outside the window, reused call or not."""
+    from cudal1_evaluator.trusted.sealing import Placed, Placer, WindowSeal
+
+    memory = torch.zeros(64, dtype=torch.uint8)
+    spans = {0: (0, 16), 1: (8, 24), 2: (32, 48)}
+    placed = {j: [Placed(memory[a:b], memory, a, b - a, ("ipc", b"h"))]
+              for j, (a, b) in spans.items()}
+    window = WindowSeal(1, [10, 11, 12], [[]] * 3, [], {}, placed=placed)
+    placer, gen = Placer(torch.device("cpu")), torch.Generator().manual_seed(3)
+    for j, (a, b) in spans.items():
+        memory[a:b] = j + 1
+        window.probe(placer, [j], gen, j)
+    assert window.reused(placer) == {0}
+    assert not window.late(placer)  # call 0's top half: call 1's output, written after
+    memory[0] = 7  # below call 1's output: no later call of the window wrote there
+    assert window.late(placer)
+
+
+def test_a_reused_calls_byte_read_at_the_seal_is_never_excused() -> None:
+    """The seal reads after every call of the window: no later call can have written there,
+    so a change of a reused call's byte it read counts, even under a later output."""
+    from cudal1_evaluator.trusted.sealing import Placed, Placer, WindowSeal
+
+    memory = torch.zeros(64, dtype=torch.uint8)
+    shared = {j: [Placed(memory[:16], memory, 0, 16, ("ipc", b"h"))] for j in range(3)}
+    window = WindowSeal(1, [10, 11, 12], [[]] * 3, [], {}, placed=shared)
+    placer = Placer(torch.device("cpu"))
+    memory[:16] = 3
+    window.probe(placer, [0], torch.Generator().manual_seed(4), 2)  # the seal drew call 0
+    assert window.reused(placer) == {0, 1} and not window.late(placer)
+    memory[:16] = 9
+    assert window.late(placer)
+
+
+def test_the_last_writer_of_each_byte_is_the_latest_call_whose_output_holds_it() -> None:
+    from cudal1_evaluator.trusted.sealing import Writers
+    from cudal1_evaluator.wire.delivery import LastWriters
+
+    spans = [(0, 16, 2), (8, 24, 0), (4, 12, 5), (30, 30, 9), (40, 48, 1)]
+    writers = LastWriters(spans)
+    expected = {-1: -1, 0: 2, 3: 2, 4: 5, 11: 5, 12: 2, 15: 2, 16: 0, 23: 0, 24: -1, 30: -1,
+                39: -1, 40: 1, 47: 1, 48: -1}
+    assert {p: writers.at(p) for p in expected} == expected
+    at_once = Writers.of(spans).at(torch.tensor(list(expected), dtype=torch.int64))
+    assert at_once.tolist() == list(expected.values())
+    assert LastWriters([]).at(0) == -1 and Writers.of([]).at(torch.tensor([0])).tolist() == [-1]
 
 
 def test_the_seal_gets_the_drawn_calls_words_only_and_place_gets_all() -> None:

@@ -8,6 +8,7 @@ for a place it cannot trust, and tell a shared mapping of a pool input from a pr
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import subprocess
@@ -126,5 +127,34 @@ def test_an_output_where_the_last_windows_lay_is_held_over_unless_it_is_the_inpu
         host.read("candidate", {"at": [[[places["private"], 4096]]]}, 1)
         host.settle("candidate", copies=True)
         assert host.held_over["candidate"] == [0]  # copies the runner holds, taken again
+    finally:
+        host.close()
+
+
+def test_a_sampled_byte_of_an_overwritten_call_counts_late_unless_a_later_output_covers_it(
+        tmp_path: Path) -> None:
+    """Round 39, host side: call 1's output lies over the top half of call 0's (call 0 is
+    ``overwritten``). After call 0's step, call 1 writes its half: not late. A write to the
+    bottom half, which no later output covers, is work after call 0 said it was done."""
+    memory = ctypes.create_string_buffer(32)  # this process stands in for the runner
+    base = ctypes.addressof(memory)
+    referee = tmp_path / "referee"
+    referee.mkdir()
+    outs = [{"path": str(_buffer(tmp_path, f"out{j}.bin", 16)), "dtype": "uint8",
+             "shape": [16], "numel": 16} for j in range(2)]
+    host = HostOutputs(True, referee)
+    host.attached("candidate", os.getpid(), [{"inputs": [], "outputs": [d]} for d in outs])
+    at: list[Any] = [[[base, 16]], [[base + 8, 16]]]
+    try:
+        for late, outside in (([], b""), ([0], b"\x07" * 8)):
+            ctypes.memset(base, 1, 16)  # call 0, then its step
+            host.sample_call("candidate", at, 0)
+            ctypes.memset(base + 8, 2, 16)  # call 1, then its step
+            host.sample_call("candidate", at, 1)
+            ctypes.memmove(base, outside, len(outside))  # after the window, below call 1's
+            host.read("candidate", {"at": at}, 2)
+            host.settle("candidate", window=False)
+            assert host.overwritten["candidate"] == [0]
+            assert host.late["candidate"] == late
     finally:
         host.close()
