@@ -1293,8 +1293,13 @@ class Conductor:
             self._flag_once("work_after_window", LATE_SEEN)
 
     def _recheck(self, results: list[CheckResult]) -> None:
+        """The timed calls checked: each one compared with the reference, and each one that
+        failed (a late or moved output fails uncompared); a reused call that did not fail was
+        never judged and is not counted."""
         rc = self.ev.recheck
         for r in results:
+            if r.get("ok") and not r.get("compared"):
+                continue
             rc.compared += 1
             if not r.get("ok"):
                 rc.mismatches += 1

@@ -286,8 +286,8 @@ def _flags_of(outcome: Outcome, report: WorkerReport | None, ev: Evidence) -> li
                           "(a forged or cut-off report earns nothing)"))
     if ev.recheck.mismatches:
         flags.append(Flag("timed_output_mismatch", f"{ev.recheck.mismatches} of "
-                          f"{ev.recheck.compared} timed outputs differ from the reference "
-                          f"on the same inputs: {ev.recheck.detail}"))
+                          f"{ev.recheck.compared} timed outputs checked (against the reference "
+                          f"on the same inputs) failed: {ev.recheck.detail}"))
     return flags
 
 

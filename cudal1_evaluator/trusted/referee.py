@@ -76,6 +76,7 @@ from cudal1_evaluator.wire.tensor_exchange import (
 
 CHANGED_MESSAGE = ("its word on where its outputs lie changed after the window closed (an "
                    "output the seal had read was placed elsewhere afterwards)")
+REUSED_MESSAGE = "not compared: its output memory holds a later call's output"
 LATE_MESSAGE = ("its outputs changed after the window closed: work still writing them when the "
                 "runner said it was done (outside the timed window)")
 
@@ -573,18 +574,20 @@ class Referee:
     @staticmethod
     def _changed() -> CheckResult:
         return {"ok": False, "abs": 0.0, "rel": 0.0, "mutated": [], "reused": False,
-                "late": False, "message": CHANGED_MESSAGE}
+                "late": False, "compared": False, "message": CHANGED_MESSAGE}
 
     @staticmethod
     def _result(result: Comparison | None, mutated: list[int], *, late: bool) -> CheckResult:
-        """One call's check; ``result`` None: a later call's output lies in its memory."""
+        """One call's check; ``result`` None: a later call's output lies in its memory, so
+        it was never compared (``compared`` False: no verdict on its values)."""
         if result is None:
             return {"ok": not late, "abs": 0.0, "rel": 0.0, "mutated": mutated, "reused": True,
-                    "late": late, "message": "its output memory holds a later call's output"}
+                    "late": late, "compared": False,
+                    "message": LATE_MESSAGE if late else REUSED_MESSAGE}
         message = LATE_MESSAGE if late else result.message
         return {"ok": result.ok and not late, "abs": result.max_abs_err,
                 "rel": result.max_rel_err, "message": message, "mutated": mutated,
-                "reused": False, "late": late}
+                "reused": False, "late": late, "compared": True}
 
     def release(self, msg: SetIds) -> Empty:
         for sid in msg["sets"]:

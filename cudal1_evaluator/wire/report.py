@@ -31,7 +31,9 @@ class RawTiming:
 
 @dataclass
 class Recheck:
-    """Timed calls whose outputs were compared with the reference on the same inputs."""
+    """Timed calls checked: outputs compared with the reference on the same inputs, and
+    outputs failed uncompared (written after the window, moved after the seal); never a
+    reused call's output that did not fail (nothing of it was judged)."""
 
     compared: int = 0
     mismatches: int = 0

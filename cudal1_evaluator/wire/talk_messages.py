@@ -210,6 +210,7 @@ class CheckResult(TypedDict):
     mutated: list[int]
     reused: bool  # its memory holds a later call's output (the trusted side saw them overlap)
     late: bool  # sampled bytes changed after the seal: work after the window closed
+    compared: bool  # its outputs were compared with the reference (never a reused call's)
 
 
 class Checked(TypedDict):
