@@ -1,19 +1,37 @@
 """Outputs of different calls in one memory (``reused``): how a reused call is reported and
-counted (docs/security.md, round 39). A reused call is never compared: its memory holds a
-later call's output.
+counted, and what a check result with a reused call leads to (docs/security.md, round 39).
+
+A reused call is never compared: its memory holds a later call's output. What makes that
+safe is the branch of ``Conductor._round`` the evaluations here hold: any check result with
+``reused`` either drops every window timed so far and times the candidate again, copying
+each output (``_time_again_with_copies``), or, when it is copying already, rejects it
+(``copies_not_made``) under every reward policy.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from evaluator_cases import LINEAR_HONEST, LINEAR_PROBLEM, job, linear_candidate
 
 from cudal1_evaluator.common.compare import Comparison
 from cudal1_evaluator.isolation.sandbox import Outcome
+from cudal1_evaluator.launch import evaluate
 from cudal1_evaluator.parent import conduct, verdict
 from cudal1_evaluator.parent.conduct import Evidence
-from cudal1_evaluator.schema import TrialReport
+from cudal1_evaluator.schema import Result, RewardSpec, TrialReport
 from cudal1_evaluator.trusted.referee import LATE_MESSAGE, Referee
 from cudal1_evaluator.wire.report import Recheck, WorkerReport
+
+# The same buffer from every call, written in place (a CUDA graph's static output, on a CPU)
+STATIC = linear_candidate(
+    "        if getattr(self, 'out', None) is None:\n"
+    "            self.out = torch.empty(x.shape[0], self.fc.out_features)\n"
+    "        self.out.copy_(torch.relu(self.fc(x)))\n"
+    "        return self.out")
 
 
 def test_a_reused_call_is_reported_as_not_compared_and_not_counted_as_compared() -> None:
@@ -36,3 +54,109 @@ def test_a_reused_call_is_reported_as_not_compared_and_not_counted_as_compared()
     flags = verdict._flags_of(Outcome(returncode=0), WorkerReport(phase="done"), fake.ev)
     reason = next(f.reason for f in flags if f.code == "timed_output_mismatch")
     assert reason.startswith("2 of 3 timed outputs checked")
+
+
+@dataclass
+class Round:
+    """One round of a real evaluation, as the spy saw it."""
+
+    copying: bool  # the candidate copied its outputs in this round
+    reused: bool  # its check reported a reused call
+    kept_before: int  # windows kept, every side, when the round began
+    kept_after: int
+    copying_after: bool
+    flags: set[str]
+
+
+class Spy:
+    """``Conductor._round`` and ``_side_window`` watched in a real evaluation, and the
+    candidate's word on where its outputs lie changed (``tamper``) in chosen rounds: call
+    0's output said to lie where call 1's does, as a runner whose copies share memory
+    says. Nothing trusted is changed: the parent reads, the referee checks, the branch acts."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, tamper: Any) -> None:
+        self.rounds: list[Round] = []
+        self.tamper = tamper  # (conductor, rounds so far) -> whether to tamper this round
+        self._reused = False
+        self._tampering = False
+        side_window, run_round = conduct.Conductor._side_window, conduct.Conductor._round
+        released = conduct.Conductor._released
+
+        def checked(cond: conduct.Conductor, side: str, calls: int) -> Any:
+            burst, results = side_window(cond, side, calls)
+            if side == "candidate":
+                self._reused = any(r.get("reused") for r in results)
+            return burst, results
+
+        def watched(cond: conduct.Conductor, keep: bool) -> None:
+            copying, before = cond.copy_outputs, _kept(cond)
+            self._tampering, self._reused = bool(tamper(cond, self.rounds)), False
+            run_round(cond, keep)
+            self.rounds.append(Round(copying, self._reused, before, _kept(cond),
+                                     cond.copy_outputs, {f.code for f in cond.ev.flags}))
+
+        def told(cond: conduct.Conductor, side: str, *args: Any, **kw: Any) -> Any:
+            word = released(cond, side, *args, **kw)
+            at = word.get("at")
+            if side == "candidate" and self._tampering and isinstance(at, list) and len(at) > 1:
+                at[0] = at[1]
+            return word
+
+        monkeypatch.setattr(conduct.Conductor, "_side_window", checked)
+        monkeypatch.setattr(conduct.Conductor, "_round", watched)
+        monkeypatch.setattr(conduct.Conductor, "_released", told)
+
+    def assert_the_invariant(self) -> None:
+        """Every round whose check saw a reused call: timed again with copies, every window
+        dropped (not copying yet), or ``copies_not_made`` (copying already)."""
+        for i, r in enumerate(self.rounds):
+            if r.reused and not r.copying:
+                assert r.copying_after and r.kept_after == 0, (i, r)
+            elif r.reused:
+                assert "copies_not_made" in r.flags, (i, r)
+
+
+def _kept(cond: conduct.Conductor) -> int:
+    return sum(len(windows) for windows in cond.ev.timed_sides().values())
+
+
+def _rejects(result: Result) -> set[str]:
+    return {f.code for f in result.flags if f.severity == "reject"}
+
+
+@pytest.mark.parametrize("policy", ["zero", "full"])
+def test_a_static_output_is_timed_again_with_copies_and_a_reuse_then_rejected(
+        monkeypatch: pytest.MonkeyPatch, policy: str) -> None:
+    """A real static output: its first window's check reports the calls a later call
+    overwrote; the candidate is timed again copying each output. Once it copies, its word
+    makes two copies share memory: ``copies_not_made``, a reject whatever the policy."""
+    spy = Spy(monkeypatch, lambda cond, rounds: cond.copy_outputs)
+    result = evaluate(job(LINEAR_PROBLEM, STATIC,
+                          reward=RewardSpec(policy={"static_outputs": policy})))
+    spy.assert_the_invariant()
+    first = next(r for r in spy.rounds if r.reused)
+    assert not first.copying, "the static output was seen before any tampering"
+    assert any(r.reused and r.copying for r in spy.rounds)
+    assert result.status == "rejected" and result.reward == 0.0, result.message
+    assert "copies_not_made" in _rejects(result)
+    assert ("output_buffer_reused" in _rejects(result)) is (policy == "zero")
+
+
+def test_a_reuse_seen_in_a_kept_round_drops_every_window_kept_so_far(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An honest candidate whose word, in a round after windows were kept, says two calls'
+    outputs share memory: every kept window is dropped and it is timed again copying; said
+    again while copying: ``copies_not_made``, even where static outputs are paid in full."""
+
+    def tamper(cond: conduct.Conductor, rounds: list[Round]) -> bool:
+        return _kept(cond) > 0 and not any(r.reused and r.copying for r in rounds)
+
+    spy = Spy(monkeypatch, tamper)
+    result = evaluate(job(LINEAR_PROBLEM, LINEAR_HONEST,
+                          reward=RewardSpec(policy={"static_outputs": "full"})))
+    spy.assert_the_invariant()
+    dropped = next(r for r in spy.rounds if r.reused)
+    assert not dropped.copying and dropped.kept_before > 0 and dropped.kept_after == 0
+    assert any(r.reused and r.copying for r in spy.rounds)
+    assert result.status == "rejected" and result.reward == 0.0, result.message
+    assert "copies_not_made" in _rejects(result)
