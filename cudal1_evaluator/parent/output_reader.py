@@ -21,7 +21,6 @@ import errno
 import mmap
 import operator
 import os
-import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,7 +187,6 @@ class HostOutputs:
         self._inputs: dict[str, dict[tuple[int, int], int]] = {}  # (dev, ino) -> bytes as made
         self.late: dict[str, list[int]] = {}  # calls written after they said they were done
         self._samples: dict[str, list[tuple[int, _Buffer, list[int], list[int], bytes]]] = {}
-        self._rng = random.Random(os.urandom(16))  # places no runner can predict
         self._pool_inputs: dict[str, dict[tuple[int, int], int]] = {}  # the pool's files
         self._sets: dict[str, dict[tuple[int, int], int]] = {}  # the last window's set files
         self._dir: Path | None = None
@@ -246,7 +244,7 @@ class HostOutputs:
         if j == 0:
             self._samples[side] = []
         for _, buf, place in reader.placed(at, j + 1, first=j):
-            offsets = self._rng.choices(range(buf.size), k=SAMPLED_BYTES)
+            offsets = unpredictable_offsets(buf.size, SAMPLED_BYTES)
             seen = _read_bytes(self.workers[side], place[0], offsets)
             self._samples[side].append((j, buf, place, offsets, seen))
 
@@ -372,3 +370,13 @@ def input_views(pid: int, files: dict[tuple[int, int], int]) -> list[tuple[int, 
 def _bytes(desc: Any) -> int:
     """The bytes of a described buffer: its file's size (one element's worth when empty)."""
     return os.path.getsize(str(desc["path"])) if int(desc["numel"]) > 0 else 0
+
+
+def unpredictable_offsets(size: int, count: int) -> list[int]:
+    """``count`` places in ``size`` bytes, straight from the OS's random source: a seeded
+    generator's state can be recovered from enough of its draws, and a runner can see which
+    of its pages the parent read (round 40)."""
+    if size <= 0:
+        return []
+    raw = os.urandom(8 * count)
+    return [int.from_bytes(raw[i:i + 8], "little") % size for i in range(0, 8 * count, 8)]

@@ -158,3 +158,12 @@ def test_a_sampled_byte_of_an_overwritten_call_counts_late_unless_a_later_output
             assert host.late["candidate"] == late
     finally:
         host.close()
+
+
+def test_sample_places_come_from_the_os_random_source_and_stay_in_bounds() -> None:
+    from cudal1_evaluator.parent.output_reader import unpredictable_offsets
+
+    drawn = unpredictable_offsets(1000, 256)
+    assert len(drawn) == 256 and all(0 <= d < 1000 for d in drawn)
+    assert len(set(drawn)) > 100  # not one place repeated
+    assert unpredictable_offsets(0, 4) == []
