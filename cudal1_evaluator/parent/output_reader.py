@@ -150,7 +150,7 @@ def _unexcused(writers: LastWriters, j: int, address: int, offsets: list[int], n
                seen: bytes) -> bool:
     """Whether a byte of call ``j``'s output at ``address`` changed where no later call's
     output lies."""
-    return any(a != b and writers.at(address + o) <= j
+    return any(a != b and not writers.later(address + o, j)
                for o, a, b in zip(offsets, now, seen, strict=True))
 
 

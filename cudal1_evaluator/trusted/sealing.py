@@ -61,35 +61,17 @@ class Sample:
     memory: Key  # as ``WindowSeal.spans`` names it
     after: int
 
+    def moved(self) -> list[int]:
+        """The sampled places whose byte differs now from what was read."""
+        return self.where[self.source.index_select(0, self.where) != self.seen].tolist()
+
     def changed(self) -> bool:
-        return not torch.equal(self.source.index_select(0, self.where), self.seen)
+        return bool(self.moved())
 
-    def unexcused(self, writers: Writers | None) -> bool:
-        """Whether a byte changed where no output of a call after ``after`` lies (``writers``:
-        this memory's; None: no output of the window lies in it)."""
-        now = self.source.index_select(0, self.where)
-        moved = self.where[now != self.seen].cpu()
-        if writers is None or not moved.numel():
-            return bool(moved.numel())
-        return bool((writers.at(moved) <= self.after).any())
-
-
-@dataclass
-class Writers:
-    """``LastWriters`` as tensors: the latest call whose output holds each byte, at once."""
-
-    bounds: torch.Tensor
-    calls: torch.Tensor  # -1 first: the bytes before the first bound
-
-    @classmethod
-    def of(cls, spans: list[tuple[int, int, int]]) -> Writers:
-        last = LastWriters(spans)
-        return cls(torch.tensor(last.bounds, dtype=torch.int64),
-                   torch.tensor([-1, *last.calls], dtype=torch.int64))
-
-    def at(self, places: torch.Tensor) -> torch.Tensor:
-        """``LastWriters.at`` of each of ``places`` (a CPU int64 tensor)."""
-        return self.calls[torch.searchsorted(self.bounds, places, right=True)]
+    def unexcused(self, moved: list[int], writers: LastWriters | None) -> bool:
+        """Whether a byte at ``moved`` changed where no output of a call after ``after``
+        lies (``writers``: this memory's; None: no output of the window lies in it)."""
+        return any(writers is None or not writers.later(place, self.after) for place in moved)
 
 
 @dataclass
@@ -165,11 +147,14 @@ class WindowSeal:
         """Whether any sampled byte differs now from what the seal (or a step) read, bar a
         byte that the output of a call after the read lies over: that call wrote it. A byte
         of a reused call that no later output covers changed by other work, and counts."""
-        changed = [sample for sample in self.samples if sample.changed()]
+        changed = [(sample, moved) for sample in self.samples if (moved := sample.moved())]
         if not changed:
             return False
-        writers = {memory: Writers.of(items) for memory, items in self.spans(placer).items()}
-        return any(sample.unexcused(writers.get(sample.memory)) for sample in changed)
+        spans = self.spans(placer)
+        writers = {sample.memory: LastWriters(spans[sample.memory])
+                   for sample, _ in changed if sample.memory in spans}
+        return any(sample.unexcused(moved, writers.get(sample.memory))
+                   for sample, moved in changed)
 
     def reused(self, placer: Placer) -> set[int]:
         """The calls whose output memory a later call's output overlaps."""

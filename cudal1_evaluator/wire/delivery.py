@@ -98,6 +98,11 @@ class LastWriters:
         k = bisect.bisect_right(self.bounds, place) - 1
         return self.calls[k] if k >= 0 else -1
 
+    def later(self, place: int, call: int) -> bool:
+        """Whether the output of a call after ``call`` holds the byte at ``place``: that call
+        may have written it."""
+        return self.at(place) > call
+
 
 def _last_writers(spans: Iterable[tuple[int, int, int]]) -> tuple[list[int], list[int]]:
     """Sorted boundaries and, for the bytes from each to the next, the latest call whose span
