@@ -114,6 +114,48 @@ def _print_requests(wall: float) -> None:
               f"median {1e3 * sorted(values)[len(values) // 2]:7.1f} ms")
 
 
+METHODS: dict[str, list[float]] = {}  # "Conductor._round" -> seconds of each call (inclusive)
+
+TRACED = {  # the parent's own steps, timed inclusively (nested ones count in their callers)
+    conduct.Conductor: ["start", "build", "correctness", "timing", "settle_handoff", "finish",
+                        "time_alone", "_settled", "_alone_at_size", "_timed_rounds", "_round",
+                        "_side_window", "_window", "_check", "_empty_windows",
+                        "_noop_requests", "_gpu_idle", "_recheck", "_size_sides",
+                        "_resized_from_timed", "add_matched", "_stage_host", "_fill",
+                        "_released", "_step", "_no_escape"],
+    launch: ["_start", "_profile_apart", "_fresh_alone", "_prewarm_between_windows",
+             "_prewarm_early", "_add_tool_info"],
+}
+
+
+def _traced(label: str, function: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            METHODS.setdefault(label, []).append(time.monotonic() - started)
+    return wrapper
+
+
+def _time_methods() -> None:
+    """Each traced step of the parent wrapped with a clock (this process's code only)."""
+    from cudal1_evaluator.parent import gpu_watch, verdict
+
+    for owner, names in [*TRACED.items(), (gpu_watch.SharedRounds, ["settle"]),
+                         (verdict, ["decide"])]:
+        for name in names:
+            label = f"{getattr(owner, '__name__', owner)}.{name}".split(".", 1)[-1]
+            setattr(owner, name, _traced(label, getattr(owner, name)))
+
+
+def _print_methods() -> None:
+    print("  the parent's steps (inclusive: a step's time includes the steps it calls)")
+    for key, values in sorted(METHODS.items(), key=lambda kv: -sum(kv[1])):
+        print(f"    {key:<40} n={len(values):4d} total {sum(values):6.2f} s "
+              f"median {1e3 * sorted(values)[len(values) // 2]:7.1f} ms")
+
+
 def _print_rows(rows: list[tuple[str, float]]) -> None:
     print(f"  {'phase (parent view)':<56}{'seconds':>8}")
     for label, seconds in rows:
@@ -143,6 +185,7 @@ def _print_worker() -> None:
 def evaluate_once(job: Job) -> tuple[Result, list[tuple[str, float]], float]:
     events: list[Event] = []
     OPS.clear()
+    METHODS.clear()
     WORKER.clear()
     t0 = time.monotonic()
     result = launch.evaluate(job, on_progress=lambda s, d, n, _x: events.append(
@@ -165,10 +208,14 @@ def main() -> int:
     parser.add_argument("--gap", type=float, default=10.0,
                         help="seconds between evaluations (the model writing the next "
                              "candidate), in which the next worker starts warm")
+    parser.add_argument("--steps", action="store_true",
+                        help="also time the parent's own steps (rounds, windows, checks)")
     args = parser.parse_args()
     if args.pair:
         args.problem, args.candidate = _corpus_pair(args.pair)
     _time_requests()
+    if args.steps:
+        _time_methods()
     _capture_reports()
     device = args.device
     if device is None:
@@ -200,6 +247,8 @@ def main() -> int:
               f"build_cached={result.build_cached}, pristine reused={reused}")
         _print_rows(rows)
         _print_requests(wall)
+        if args.steps:
+            _print_methods()
         _print_worker()
     if walls:
         print(f"\nSUMMARY {what}: first {first.status} {first.speedup}; cached re-evaluations "
