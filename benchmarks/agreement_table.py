@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,7 @@ def summary(rows: list[dict[str, Any]], wall: float) -> list[str]:
         f"{', '.join(far) or 'none'}",
         f"- honest, correct pairs the static gate rejects: {', '.join(honest_rejected) or 'none'}",
         floor_line(both),
+        bound_line(both),
     ]
 
 
@@ -92,6 +94,36 @@ def floor_line(both: list[dict[str, Any]]) -> str:
     within = [sum(r["within_10pct"] for r in part) for part in (floored, rest)]
     return (f"- at their floor (per_call_upper_bound): {len(floored)} of {len(both)}, "
             f"{within[0]} within ±10 %; the others: {within[1]}/{len(rest)} within ±10 %")
+
+
+def bound_of(ours: dict[str, Any]) -> str:
+    """Which side alone read its floor: "at_least" (the candidate: ``Result.speedup_bound``,
+    the speedup marked ≥), "reference" (no mark), or "" (neither or both); from the floor
+    note's counts in rows written before the field ("the candidate's 6 of 6; the
+    reference's 0 of 6")."""
+    said = (ours.get("flag_reasons") or {}).get("per_call_upper_bound", "")
+    floored = {side: 2 * int(k) >= int(n) > 0
+               for side, k, n in re.findall(r"the (candidate|reference)'s (\d+) of (\d+)", said)}
+    cand, ref = floored.get("candidate", False), floored.get("reference", False)
+    return "" if cand == ref else ("at_least" if cand else "reference")
+
+
+def bound_line(both: list[dict[str, Any]]) -> str:
+    """Is the ≥ mark true? Where the candidate alone read its floor, is the independent
+    harness's speedup at or above ours (within 10 %)? And where the reference alone did,
+    at or below (no mark is given: this says why)?"""
+    held = {"at_least": 0, "reference": 0}
+    count = {"at_least": 0, "reference": 0}
+    for r in both:
+        bound, ours = bound_of(r["ours"]), r["ours"].get("speedup")
+        theirs = r["independent"].get("speedup")
+        if bound in count and ours and theirs:
+            count[bound] += 1
+            held[bound] += theirs >= 0.9 * ours if bound == "at_least" else theirs <= 1.1 * ours
+    return (f"- the candidate alone at its floor (our speedup marked ≥): {count['at_least']}, "
+            f"the independent speedup at or above ours (within 10 %) for {held['at_least']}; "
+            f"the reference alone at its floor (no mark): {count['reference']}, the "
+            f"independent at or below ours for {held['reference']}")
 
 
 def main() -> int:

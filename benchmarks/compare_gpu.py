@@ -237,6 +237,7 @@ def our_row(result: Result, built: BuildOutcome) -> dict[str, Any]:
         "settings_changed": sorted(result.settings_changed),
         "message": result.message.splitlines()[0][:200] if result.message else "",
         "wall_s": result.wall_time_s,
+        "speedup_bound": result.speedup_bound,
         "flags": sorted({f.code for f in result.flags}),
         "flag_reasons": {f.code: f.reason[:240] for f in result.flags},
         "timing": {side: {"median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,

@@ -16,6 +16,8 @@ from cudal1_tui.measurements import positive
 
 # (p90 - p10) / median above this for either side: the machine was busy or the op too short.
 NOISY_SPREAD = 0.10
+# Before a speedup that is a lower bound (``Result.speedup_bound``).
+BOUND_MARK = {"at_least": "≥"}
 
 
 
@@ -75,7 +77,7 @@ def precision_text(result: Result, speedup: float | None) -> str:
     speedup. Results written before precision parity carry neither field."""
     if speedup is None:
         return "—"
-    text = f"{speedup:.2f}×"
+    text = BOUND_MARK.get(result.speedup_bound, "") + f"{speedup:.2f}×"
     candidate = result.precision.get("candidate")
     if isinstance(candidate, str) and candidate and candidate != "fp32":
         text += f" {candidate}"

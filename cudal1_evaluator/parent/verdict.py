@@ -17,6 +17,7 @@ from cudal1_evaluator.parent.conduct import Evidence
 from cudal1_evaluator.parent.timing_checks import (
     HANDOFF_MOST,
     SLOWED_CAP,
+    Burst,
     at_floor,
     means,
     median_of,
@@ -86,8 +87,13 @@ def _timing(ev: Evidence) -> dict[str, TimingSummary]:
     sides = {"reference": ev.reference, "candidate": ev.candidate,
              "reference_pristine": ev.alone, "reference_matched": ev.matched,
              "reference_one_thread": ev.one_thread, "reference_alone_sized": ev.alone_sized}
-    return {name: summarize(means(bursts), CLOCK) for name, bursts in sides.items()
-            if bursts or name in ("reference", "candidate")}
+    return {name: replace(summarize(means(bursts), CLOCK), at_floor=_mostly_at_floor(bursts))
+            for name, bursts in sides.items() if bursts or name in ("reference", "candidate")}
+
+
+def _mostly_at_floor(bursts: list[Burst]) -> bool:
+    floored, windows = at_floor(bursts)
+    return windows > 0 and 2 * floored >= windows
 
 
 def _timing_flags(timing: dict[str, TimingSummary]) -> list[Flag]:
@@ -109,9 +115,9 @@ def _floor_flag(ev: Evidence) -> list[Flag]:
     take off, on a side whose calls are short against the per-call release, so the speedup
     reads closer to 1x than the device times do. Said so that a user does not read it as
     the kernel's own."""
-    counts = {"candidate": at_floor(ev.candidate), "reference": at_floor(ev.reference)}
-    if not any(n and 2 * k >= n for k, n in counts.values()):
+    if not (_mostly_at_floor(ev.candidate) or _mostly_at_floor(ev.reference)):
         return []
+    counts = {"candidate": at_floor(ev.candidate), "reference": at_floor(ev.reference)}
     said = "; ".join(f"the {side}'s {k} of {n}" for side, (k, n) in counts.items() if n)
     return [Flag("per_call_upper_bound", f"windows whose fixed costs reached {HANDOFF_MOST:.0%} "
                  f"of their wall time ({said}) count that share as their calls' time: an "
@@ -179,7 +185,9 @@ def _ok_message(result: Result, alone: bool) -> str:
     ref = result.timing[(_cap_name(result.timing) or "reference") if alone else "reference"]
     cand = result.timing["candidate"]
     used = f"alone {ref.median_ms:.4g} ms +5 %" if alone else f"{ref.median_ms:.4g} ms"
-    text = f"speedup {result.speedup:.3g}x (reference {used}, candidate {cand.median_ms:.4g} ms)"
+    bound = BOUND_WORDS.get(result.speedup_bound, "")
+    text = f"speedup {bound}{result.speedup:.3g}x (reference {used}, candidate " \
+           f"{cand.median_ms:.4g} ms)"
     if result.speedup_strict is not None:
         text += (f"; against the strict fp32 reference {result.speedup_strict:.3g}x "
                  f"(the candidate computes in {result.precision.get('candidate')})")
@@ -189,6 +197,8 @@ def _ok_message(result: Result, alone: bool) -> str:
         text += "; its own kernel or build did not run: the fallback ran and was timed"
     return text + _fast_kernel_note(result)
 
+
+BOUND_WORDS = {"at_least": "at least "}  # Result.speedup_bound, said
 
 LAUNCH_BOUND_MS = 0.05  # a call whose GPU time is below this is a microsecond kernel
 RELEASE_BOUND = 1.25  # a trusted call this many times its GPU time is mostly the release

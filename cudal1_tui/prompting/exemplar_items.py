@@ -22,6 +22,7 @@ class ExemplarCandidate:
     error: str = ""
     source: str = "model"  # "model" or "builtin:<strategy>"
     decision: str = "pending"
+    speedup_bound: str = ""  # ``Result.speedup_bound``: "at_least" or ""
 
     @property
     def ok(self) -> bool:
@@ -42,6 +43,7 @@ class ExemplarCandidate:
             error=error_excerpt(record.status, record.result, record.parse_error),
             source=record.source,
             decision=decision if decision is not None else record.decision,
+            speedup_bound=record.result.speedup_bound,
         )
 
 
@@ -58,6 +60,7 @@ class Exemplar:
     truncated: bool = False  # code shortened (head and tail kept) for the token budget
     dropped: bool = False  # code left out entirely for the token budget; score still shown
     source: str = "model"
+    speedup_bound: str = ""
 
     @classmethod
     def of(cls, candidate: ExemplarCandidate, role: ExemplarRole) -> Exemplar:
@@ -69,6 +72,7 @@ class Exemplar:
             error=candidate.error if candidate.status != "ok" else "",
             role=role,
             source=candidate.source,
+            speedup_bound=candidate.speedup_bound,
         )
 
     def ref(self) -> ExemplarRef:

@@ -28,8 +28,13 @@ def fenced(text: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
 
 
-def format_speedup(speedup: float | None) -> str:
-    return f"{speedup:.2f}x" if speedup is not None else "n/a"
+_BOUND_WORDS = {"at_least": "at least "}
+
+
+def format_speedup(speedup: float | None, bound: str = "") -> str:
+    """``1.87x``; ``at least 1.87x`` where the measured speedup is a lower bound (the
+    candidate's calls so short that the per-call hand-over stays in its time)."""
+    return f"{_BOUND_WORDS.get(bound, '')}{speedup:.2f}x" if speedup is not None else "n/a"
 
 
 def format_reference(reference_ms: float | None) -> str:
@@ -50,7 +55,8 @@ def _label(e: Exemplar) -> str:
 
 def _heading(number: int, e: Exemplar) -> str:
     if e.status == "ok":
-        return f"## Implementation {number}: speedup {format_speedup(e.speedup)} ({_label(e)})"
+        speedup = format_speedup(e.speedup, e.speedup_bound)
+        return f"## Implementation {number}: speedup {speedup} ({_label(e)})"
     return f"## Implementation {number}: FAILED, status {e.status} ({_label(e)})"
 
 

@@ -28,10 +28,10 @@ class DisplayOptions:
     mask_measurements: bool = False
     session_label: str | None = None  # shown instead of the session id when set
 
-    def speedup(self, value: float | None) -> str:
+    def speedup(self, value: float | None, bound: str = "") -> str:
         if self.mask_measurements and value is not None:
             return MASK_SPEEDUP
-        return speedup_text(value)
+        return speedup_text(value, bound)
 
     def measured_style(self, style: str) -> str:
         """A value-dependent ``style``, or none when masked: the colour would tell the value."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from cudal1_evaluator.schema import ProbeResult, Result
 from cudal1_tui.present.verdict_text import LOG_COMPILE_TAIL_LINES, record_details
 from cudal1_tui.records import CandidateRecord
+from cudal1_tui.uncertainty import BOUND_MARK
 
 STATUS_STYLE: dict[str, str] = {
     "ok": "green",
@@ -28,8 +29,9 @@ def record_status(record: CandidateRecord) -> str:
     return status_text(record.status, record.flag_codes(include_info=True))
 
 
-def speedup_text(speedup: float | None) -> str:
-    return "—" if speedup is None else f"{speedup:.2f}×"
+def speedup_text(speedup: float | None, bound: str = "") -> str:
+    """``1.87×``; ``≥1.87×`` where the speedup is a lower bound (``Result.speedup_bound``)."""
+    return "—" if speedup is None else f"{BOUND_MARK.get(bound, '')}{speedup:.2f}×"
 
 
 def ms_text(ms: float | None) -> str:

@@ -19,7 +19,7 @@ from cudal1_evaluator.launch import evaluate
 from cudal1_evaluator.parent import verdict
 from cudal1_evaluator.parent.conduct import Evidence
 from cudal1_evaluator.parent.timing_checks import Burst, means, ratio, reference_means
-from cudal1_evaluator.schema import Job, TrialReport
+from cudal1_evaluator.schema import Job, Result, TrialReport
 from cudal1_evaluator.wire.report import WorkerReport
 from cudal1_evaluator.wire.tensor_exchange import export, open_shared, populate
 
@@ -179,6 +179,26 @@ def test_windows_at_their_floor_are_said_to_be_an_upper_bound() -> None:
         if said:
             assert notes[0].severity == "info" and "the candidate's 3 of 3" in notes[0].reason
             assert result.speedup == pytest.approx(9.25 / 0.5)
+
+
+def test_a_speedup_is_a_bound_when_one_side_reads_its_floor() -> None:
+    """The candidate's time an upper bound and the reference's not: the speedup is at least
+    the one shown, said in the verdict; the reference at its floor, or both sides, or
+    neither, is no bound. The reward does not move."""
+    fast = Burst(4, 4.0, handoff_ms=2.5, released_ms=0.5)
+    slow = Burst(4, 40.0, handoff_ms=2.5, released_ms=0.5)
+    job = _job(LINEAR_PROBLEM, "")
+    cases = (([slow], [fast], "at_least", "speedup at least 18.5x"),
+             ([fast], [slow], "", "speedup 0.0541x"),
+             ([fast], [fast], "", "speedup 1x"), ([slow], [slow], "", "speedup 1x"))
+    for ref, cand, bound, said in cases:
+        ev = Evidence(trials=[TrialReport(0, True)], timed=True,
+                      alone=[slow] * 3, reference=ref * 3, candidate=cand * 3)
+        result = verdict.decide(job, Outcome(returncode=0), WorkerReport(phase="done"), ev)
+        assert result.speedup_bound == bound and result.message.startswith(said)
+        assert result.timing["candidate"].at_floor is (cand[0] is fast)
+        stored = Result.from_json(result.to_json())
+        assert stored.speedup_bound == bound and stored.reward == result.reward
 
 
 def _mapped_kb() -> int:

@@ -53,6 +53,28 @@ def test_precision_is_named_with_the_strict_figure_beside() -> None:
     assert precision_text(result, 1.8) == "1.80× tf32 (1.10× strict fp32)"
 
 
+def test_a_speedup_that_is_a_bound_is_marked_wherever_it_is_shown() -> None:
+    """The candidate's time an upper bound (it read its floor), the reference's not: the
+    detail pane, the CLI and the exports mark the speedup with ≥, the table's cell too, the
+    model's prompt in words; the reference at its floor is no bound."""
+    from cudal1_tui.prompting.exemplar_items import Exemplar
+    from cudal1_tui.prompting.render import format_exemplar
+    from cudal1_tui.ui.display import DisplayOptions
+
+    result = _result((1.9, 2.0, 2.1), (0.095, 0.1, 0.105))
+    result.timing["candidate"].at_floor = True
+    assert result.speedup_bound == "at_least" and precision_text(result, 20.0) == "≥20.00×"
+    assert DisplayOptions().speedup(20.0, result.speedup_bound) == "≥20.00×"
+    assert DisplayOptions(mask_measurements=True).speedup(20.0, "at_least") == "•.••×"
+    result.timing["reference"].at_floor = True
+    assert result.speedup_bound == "" and precision_text(result, 20.0) == "20.00×"
+    result.timing["candidate"].at_floor = False
+    assert result.speedup_bound == "" and precision_text(result, 20.0) == "20.00×"
+    shown = Exemplar("r1", "code", 3.0, "ok", speedup_bound="at_least")
+    assert format_exemplar(1, shown).startswith("## Implementation 1: speedup at least 3.00x")
+    assert "speedup 3.00x" in format_exemplar(1, Exemplar("r2", "code", 3.0, "ok"))
+
+
 def test_a_busy_machine_is_reported() -> None:
     assert machine_busy(load=9.5, cores=2).startswith("the machine is busy (load 9.5 on 2")
     assert machine_busy(load=0.5, cores=2) == ""

@@ -15,7 +15,9 @@ INTRO = (
     "compiles, verifies and times them in a separate process. Pick a row to see its diff, "
     "code, analysis and logs; accept the one you want (a git commit in the session). "
     "A ⚙ marks the built-in proposer's candidates (torch.compile modes, CUDA graphs, "
-    "channels_last, known rewrites)."
+    "channels_last, known rewrites). A ≥ before a speedup: the candidate's calls are so short "
+    "that the fixed cost of handing each one over stays in its time, so the true speedup is "
+    "at least that."
 )
 
 
