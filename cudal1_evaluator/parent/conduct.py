@@ -70,6 +70,7 @@ from cudal1_evaluator.wire.talk_messages import (
 )
 
 MIN_CALLS = 4  # calls per window at least
+STEP_JUDGED_CALLS = 128  # calls' step samples a request carries (well under a line's limit)
 NOOP_CALLS = MIN_CALLS  # requests with no call, each time the empty windows are timed (no
 # pool holds fewer slots)
 MAX_CALLS = 1024
@@ -1191,16 +1192,19 @@ class Conductor:
                 metas = read_metas(described.get("outputs"), sizes[side])
                 claimed = any(m.get("reused") for m in metas)
                 self._output_flags(metas)
+        checked = results
         if claimed and self.host.readers and not self.copy_outputs:
             # host outputs read after the window: one the candidate says a later call freed
-            # or overwrote was gone by then. Its word only makes it copy (slower); every
-            # call of every later window is still checked
-            retimed, results = True, [r for r in results if r.get("ok")]
+            # or overwrote was gone by then. Its word drops only the failure of a call whose
+            # step sample, read before any later call, passed (``_step_judged``), and makes
+            # it copy (slower); every call of every later window is still checked
+            retimed = True
+            results = [r for r in results if r.get("ok") or not r.get("step_agreed")]
         if self.host.held_over.get("candidate"):
             retimed = self._held_over() or retimed
         if retimed:  # this round's candidate window too: only its last call could be checked
             self._time_again_with_copies()
-        self._mutation_flags(results)
+        self._mutation_flags(checked)  # an input is the referee's own, freed output or not
         self._trusted_output_flags(results)
         self._recheck(results)
         self._last = bursts
@@ -1222,9 +1226,27 @@ class Conductor:
         results: list[CheckResult] = []
         if side == "candidate":  # reference outputs after its window: every side's window
             self._ask_referee({"op": "expect", "sets": ids})  # follows the same GPU work
-            results = self._check("candidate", ids)
+            results = self._step_judged(self._check("candidate", ids))
         self._release(ids)
         return burst, results
+
+    def _step_judged(self, results: list[CheckResult]) -> list[CheckResult]:
+        """Host outputs, not copying: each failing call marked ``step_agreed`` where the
+        referee finds its step sample (read when the call said it was done, before a later
+        call could free it: ``HostOutputs.sample_call``) within tolerance of the expected
+        output. Only such a call's failure may be laid to the candidate's word that a later
+        call freed its output (``_round``). Asked only when a call failed."""
+        failed = [j for j, r in enumerate(results) if not r.get("ok")]
+        if not failed or self.copy_outputs or "candidate" not in self.host.readers:
+            return results
+        agreed: set[int] = set()
+        for start in range(0, len(failed), STEP_JUDGED_CALLS):
+            samples = self.host.step_samples("candidate", failed[start:start + STEP_JUDGED_CALLS])
+            reply = self._ask_referee({"op": "sampled", "runner": RUNNER["candidate"],
+                                       "samples": samples})
+            agreed |= set(cast(list[int], reply["agreed"]))
+        return [{**r, "step_agreed": True} if j in agreed and not r.get("ok") else r
+                for j, r in enumerate(results)]
 
     def _keep(self, bursts: dict[str, Burst], start: int) -> bool:
         """A round's windows kept, unless another process's kernels overlapped them (then

@@ -29,7 +29,8 @@ from typing import Any
 from cudal1_evaluator.wire.delivery import LastWriters, overwritten
 
 IOV_MAX = 1024  # iovecs one process_vm_readv takes
-SAMPLED_BYTES = 256  # bytes of each output read when its call says it is done (< IOV_MAX)
+SAMPLED_ELEMENTS = 256  # whole elements of each output read when its call says it is done
+# (one iovec each: < IOV_MAX)
 ADDRESS_END = 1 << 63  # no place at or past this is a user-space address
 
 
@@ -67,22 +68,56 @@ class _Buffer:
     anchor: ctypes.c_char | None  # holds the mapping's address (released before the unmap)
     address: int
     size: int
+    width: int = 1  # bytes of one element
+
+
+@dataclass
+class StepSample:
+    """Whole elements of output ``output`` of call ``call``, read at ``address`` in the
+    runner's memory when the call said it was done: ``seen`` holds ``width`` bytes of each
+    element of ``elements``, in order."""
+
+    call: int
+    output: int
+    buf: _Buffer
+    address: int
+    elements: list[int]
+    seen: bytes
+
+    def offsets(self) -> list[int]:
+        """The sampled bytes' offsets in the output, in the order of ``seen``."""
+        width = self.buf.width
+        return [k * width + b for k in self.elements for b in range(width)]
+
+    def word(self) -> list[Any]:
+        """What the referee judges it by (``sampled``): call, output, elements, bytes."""
+        return [self.call, self.output, self.elements, self.seen.hex()]
 
 
 class OutputReader:
     """The referee's output buffers of one runner's pool (slot -> outputs), mapped by the
     parent, and the copy of a window's outputs into them."""
 
-    def __init__(self, slots: list[list[tuple[str, int]]]) -> None:
-        self.slots: list[list[_Buffer]] = [[_map(path, size) for path, size in outputs]
-                                           for outputs in slots]
+    def __init__(self, slots: list[list[tuple[str, int]]],
+                 widths: list[list[int]] | None = None) -> None:
+        """``widths``: the bytes of one element of each output (1 where not given)."""
+        self.slots: list[list[_Buffer]] = [
+            [_map(path, size, widths[j][i] if widths else 1)
+             for i, (path, size) in enumerate(outputs)] for j, outputs in enumerate(slots)]
 
     def placed(self, at: Any, calls: int, first: int = 0
                ) -> list[tuple[int, _Buffer, list[int]]]:
         """(call, buffer, place) for each output of calls ``first..calls-1`` whose place
         ``at`` names fits its buffer: at most one place an output, whatever the reply holds."""
         return [(j, buf, place) for j in range(first, min(calls, len(self.slots)))
-                for buf, place in zip(self.slots[j], _places(at, j), strict=False)
+                for _, buf, place in self.outputs_of(at, j)]
+
+    def outputs_of(self, at: Any, j: int) -> list[tuple[int, _Buffer, list[int]]]:
+        """(output, buffer, place) for each output of call ``j`` whose place fits."""
+        if j >= len(self.slots):
+            return []
+        return [(i, buf, place)
+                for i, (buf, place) in enumerate(zip(self.slots[j], _places(at, j), strict=False))
                 if _fits(place, buf)]
 
     def read(self, pid: int, placed: list[tuple[int, _Buffer, list[int]]]) -> int:
@@ -106,14 +141,14 @@ class OutputReader:
         self.slots = []
 
 
-def _map(path: str, size: int) -> _Buffer:
+def _map(path: str, size: int, width: int = 1) -> _Buffer:
     fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         mapped = mmap.mmap(fd, max(size, 1))
     finally:
         os.close(fd)
     anchor = ctypes.c_char.from_buffer(mapped)
-    return _Buffer(mapped, anchor, ctypes.addressof(anchor), size)
+    return _Buffer(mapped, anchor, ctypes.addressof(anchor), size, width)
 
 
 def _places(at: Any, j: int) -> list[Any]:
@@ -130,18 +165,18 @@ def _fits(place: Any, buf: _Buffer) -> bool:
             and place[1] == buf.size and buf.size > 0)
 
 
-def _read_bytes(pid: int, address: int, offsets: list[int]) -> bytes:
-    """The bytes at ``address + offset`` for each offset, in ``pid``'s memory (a byte that
-    cannot be read comes back as 0: the sample then differs from the output, which is the
-    runner's to have made readable)."""
+def _read_bytes(pid: int, address: int, offsets: list[int], width: int = 1) -> bytes:
+    """The ``width`` bytes at ``address + offset`` for each offset, in ``pid``'s memory (a
+    byte that cannot be read comes back as 0: the sample then differs from the output, which
+    is the runner's to have made readable)."""
     count = len(offsets)
-    got = ctypes.create_string_buffer(count)
+    got = ctypes.create_string_buffer(count * width)
     if _readv is None or not count:
         return got.raw
-    local = (_Iovec * 1)(_Iovec(ctypes.addressof(got), count))
+    local = (_Iovec * 1)(_Iovec(ctypes.addressof(got), count * width))
     words = (ctypes.c_uint64 * (2 * count))()  # the remote iovecs as (base, len) words:
-    words[0::2] = [address + o for o in offsets]  # one slice each, not an object a byte
-    words[1::2] = [1] * count
+    words[0::2] = [address + o for o in offsets]  # one slice each, not an object a place
+    words[1::2] = [width] * count
     _readv(pid, local, 1, ctypes.cast(words, ctypes.POINTER(_Iovec)), count, 0)
     return got.raw
 
@@ -184,11 +219,11 @@ class HostOutputs:
         self._read: dict[str, list[tuple[int, int, int]]] = {}  # this window's (start, end, call)
         self._last: dict[str, list[tuple[int, int]]] = {}  # the last window's, merged
         self._copies: dict[str, bool] = {}  # whether the last window's places were copies
-        self._inputs: dict[str, dict[tuple[int, int], int]] = {}  # (dev, ino) -> bytes as made
         self.late: dict[str, list[int]] = {}  # calls written after they said they were done
-        self._samples: dict[str, list[tuple[int, _Buffer, list[int], list[int], bytes]]] = {}
-        self._pool_inputs: dict[str, dict[tuple[int, int], int]] = {}  # the pool's files
-        self._sets: dict[str, dict[tuple[int, int], int]] = {}  # the last window's set files
+        self._samples: dict[str, list[StepSample]] = {}  # this window's, as taken
+        self._steps: dict[str, list[StepSample]] = {}  # the last settled window's
+        self._set_files: dict[str, list[tuple[tuple[int, int], int]]] = {}  # per call:
+        # its set's file, (dev, ino), and the bytes it was made with
         self._dir: Path | None = None
 
     def pool_fields(self, worker: int | None) -> dict[str, str]:
@@ -212,11 +247,11 @@ class HostOutputs:
             old.close()
         if worker is None or not isinstance(slots, list):
             return slots
-        self.readers[side] = OutputReader([[(str(d["path"]), _bytes(d))
-                                            for d in slot["outputs"]] for slot in slots])
+        self.readers[side] = OutputReader(
+            [[(str(d["path"]), _bytes(d)) for d in slot["outputs"]] for slot in slots],
+            [[_width(d) for d in slot["outputs"]] for slot in slots])
         self.workers[side] = worker
-        self._inputs[side] = _file_sizes(d for slot in slots for d in slot["inputs"])
-        self._pool_inputs[side] = self._inputs[side]
+        self._set_files.pop(side, None)
         return [{"inputs": slot["inputs"],
                  "outputs": [{"kind": "away", "dtype": d["dtype"], "shape": d["shape"],
                               "numel": d["numel"]} for d in slot["outputs"]]}
@@ -233,31 +268,35 @@ class HostOutputs:
         self._read[side] = [(place[0], place[0] + place[1], j) for j, _, place in placed]
 
     def sample_call(self, side: str, at: list[Any], j: int) -> None:
-        """Call ``j``'s outputs read at ``SAMPLED_BYTES`` places drawn now, as soon as the
-        runner says the call is done and before the next call's set is handed over (the
-        runner still runs: a torn read only hurts it). The whole outputs are read after the
-        window with the runner stopped (``read``); a sampled byte that differs then was
-        written after the call said it was done (``late``)."""
+        """Call ``j``'s outputs read at ``SAMPLED_ELEMENTS`` whole elements drawn now, as
+        soon as the runner says the call is done and before the next call's set is handed
+        over (the runner still runs: a torn read only hurts it). The whole outputs are read
+        after the window with the runner stopped (``read``); a sampled byte that differs then
+        was written after the call said it was done (``late``). A call whose output is gone
+        by then (freed by a later call) is judged on this sample (``step_samples``)."""
         reader = self.readers.get(side)
         if reader is None:
             return
         if j == 0:
             self._samples[side] = []
-        for _, buf, place in reader.placed(at, j + 1, first=j):
-            offsets = unpredictable_offsets(buf.size, SAMPLED_BYTES)
-            seen = _read_bytes(self.workers[side], place[0], offsets)
-            self._samples[side].append((j, buf, place, offsets, seen))
+        for i, buf, place in reader.outputs_of(at, j):
+            elements = unpredictable_offsets(buf.size // buf.width, SAMPLED_ELEMENTS)
+            seen = _read_bytes(self.workers[side], place[0],
+                               [k * buf.width for k in elements], buf.width)
+            self._samples[side].append(StepSample(j, i, buf, place[0], elements, seen))
+
+    def step_samples(self, side: str, calls: Iterable[int]) -> list[list[Any]]:
+        """The last settled window's step samples of ``calls``, as the referee judges them."""
+        wanted = set(calls)
+        return [s.word() for s in self._steps.get(side, []) if s.call in wanted]
 
     def note_sets(self, side: str, fds: Sequence[int]) -> None:
-        """The files of a window's input sets (handed to the runner one call at a time):
-        an output that is a view of its input lies in one, as in a pool input's file. The
-        last window's stay known too (its outputs are held through this one)."""
+        """The files of a window's input sets, in call order (handed to the runner one call
+        at a time): an output that is a view of its own call's input lies in its set's."""
         if side not in self.readers:
             return
-        made = {(st.st_dev, st.st_ino): st.st_size for st in map(os.fstat, fds)}
-        self._inputs[side] = {**self._pool_inputs.get(side, {}),
-                              **self._sets.get(side, {}), **made}
-        self._sets[side] = made
+        self._set_files[side] = [((st.st_dev, st.st_ino), st.st_size)
+                                 for st in map(os.fstat, fds)]
 
     def settle(self, side: str, *, window: bool = True, copies: bool = False) -> None:
         """After the clock: which calls' outputs a later call overwrote, and (``window``)
@@ -269,7 +308,8 @@ class HostOutputs:
             return
         spans = self._read.pop(side, [])
         self.overwritten[side] = sorted(overwritten(spans))
-        self.late[side] = self._late(side, spans)
+        self._steps[side] = self._samples.pop(side, [])
+        self.late[side] = _late(self._steps[side], spans)
         if not window:
             return
         if self._copies.get(side, copies) != copies:
@@ -281,24 +321,12 @@ class HostOutputs:
             self.held_over[side] = sorted({j for _, _, j in spans})
         self._last[side] = _merged((start, end) for start, end, _ in spans)
 
-    def _late(self, side: str, spans: list[tuple[int, int, int]]) -> list[int]:
-        """Calls whose outputs, read whole after the window from where they were sampled,
-        differ at a sampled place from what the sample read when the call said it was done,
-        bar a place the output of a later call lies over (that call wrote it: a call whose
-        memory a later call took is ``overwritten``; its other bytes still count)."""
-        read = {(start, j) for start, _end, j in spans}
-        moved = [(j, place[0], offsets, now, seen)
-                 for j, buf, place, offsets, seen in self._samples.pop(side, [])
-                 if (place[0], j) in read and (now := _bytes_at(buf.mapped, offsets)) != seen]
-        writers = LastWriters(spans) if moved else None
-        return sorted({j for j, address, offsets, now, seen in moved
-                       if writers is None or _unexcused(writers, j, address, offsets, now, seen)})
-
     def _held_over(self, side: str, spans: list[tuple[int, int, int]]) -> list[int]:
         """Calls whose output overlaps one of the last window's, except an output inside the
-        bytes a pool input was made with, in the runner's shared mapping of that file (a
-        view of its input lies there in every window; a write into it is the referee's input
-        check's to see)."""
+        bytes its own call's set file was made with, in the runner's shared mapping of that
+        file (a view of its input; a write into it is the referee's input check's to see).
+        Any other input file is memory the runner holds: a pool input slot's file is the
+        same in every window (round 40), an earlier call's set is not this call's input."""
         last = self._last.get(side, [])
         starts = [start for start, _ in last]
         hits = []
@@ -308,9 +336,11 @@ class HostOutputs:
                 hits.append((start, end, j))
         if not hits:
             return []
-        inputs = input_views(self.workers[side], self._inputs.get(side, {}))
+        own = self._set_files.get(side, [])
+        views = file_views(self.workers[side], dict(own))
         return sorted({j for start, end, j in hits
-                       if not any(s <= start and end <= e for s, e in inputs)})
+                       if j >= len(own) or not any(s <= start and end <= e
+                                                   for s, e in views.get(own[j][0], []))})
 
     def close(self) -> None:
         for reader in self.readers.values():
@@ -318,16 +348,18 @@ class HostOutputs:
         self.readers = {}
 
 
-def _file_sizes(descs: Any) -> dict[tuple[int, int], int]:
-    """(device, inode) -> size, of each described exchange file, as the referee made it."""
-    found: dict[tuple[int, int], int] = {}
-    for d in descs:
-        path = d.get("path") if isinstance(d, dict) else None
-        if isinstance(path, str):
-            with contextlib.suppress(OSError):
-                st = os.stat(path)
-                found[(st.st_dev, st.st_ino)] = st.st_size
-    return found
+def _late(samples: list[StepSample], spans: list[tuple[int, int, int]]) -> list[int]:
+    """Calls whose outputs, read whole after the window from where they were sampled,
+    differ at a sampled place from what the sample read when the call said it was done,
+    bar a place the output of a later call lies over (that call wrote it: a call whose
+    memory a later call took is ``overwritten``; its other bytes still count)."""
+    read = {(start, j) for start, _end, j in spans}
+    moved = [(s, now) for s in samples if (s.address, s.call) in read
+             and (now := _bytes_at(s.buf.mapped, s.offsets())) != s.seen]
+    writers = LastWriters(spans) if moved else None
+    return sorted({s.call for s, now in moved
+                   if writers is None
+                   or _unexcused(writers, s.call, s.address, s.offsets(), now, s.seen)})
 
 
 def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -342,34 +374,49 @@ def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def input_views(pid: int, files: dict[tuple[int, int], int]) -> list[tuple[int, int]]:
-    """Where ``pid`` maps the bytes one of ``files`` was made with, shared (``/proc/PID/maps``,
-    the kernel's word: a private, copy-on-write mapping of the same file is not one, nor what
-    a file grew by since). Pieces of one file mapped next to each other are joined."""
+    """Where ``pid`` maps the bytes one of ``files`` was made with, shared (``file_views``),
+    whichever file."""
+    return _merged(span for spans in file_views(pid, files).values() for span in spans)
+
+
+def file_views(pid: int, files: dict[tuple[int, int], int]
+               ) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """Where ``pid`` maps the bytes each of ``files`` was made with, shared
+    (``/proc/PID/maps``, the kernel's word: a private, copy-on-write mapping of the same file
+    is not one, nor what a file grew by since). Pieces of one file mapped next to each other
+    are joined."""
     try:
         lines = Path(f"/proc/{pid}/maps").read_bytes().splitlines()
     except OSError:
-        return []
-    pieces: list[tuple[int, int]] = []
+        return {}
+    pieces: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for line in lines:
         fields = line.split(maxsplit=5)
         if len(fields) < 5 or fields[1][3:4] != b"s":
             continue
         with contextlib.suppress(ValueError):
             major, minor = (int(x, 16) for x in fields[3].split(b":"))
-            size = files.get((os.makedev(major, minor), int(fields[4])))
+            key = (os.makedev(major, minor), int(fields[4]))
+            size = files.get(key)
             if size is None:
                 continue
             start, end = (int(x, 16) for x in fields[0].split(b"-"))
             offset = int(fields[2], 16)  # the file offset mapped at ``start``
             end = min(end, start + max(size - offset, 0))
             if end > start:
-                pieces.append((start, end))
-    return _merged(pieces)
+                pieces.setdefault(key, []).append((start, end))
+    return {key: _merged(spans) for key, spans in pieces.items()}
 
 
 def _bytes(desc: Any) -> int:
     """The bytes of a described buffer: its file's size (one element's worth when empty)."""
     return os.path.getsize(str(desc["path"])) if int(desc["numel"]) > 0 else 0
+
+
+def _width(desc: Any) -> int:
+    """The bytes of one element of a described buffer (its file holds ``numel`` of them)."""
+    numel, size = int(desc["numel"]), _bytes(desc)
+    return size // numel if numel > 0 and size % numel == 0 and size else 1
 
 
 def unpredictable_offsets(size: int, count: int) -> list[int]:

@@ -28,6 +28,7 @@ from cudal1_evaluator.common.compare import (
     Comparison,
     as_tensors,
     clone_inputs,
+    compare_outputs,
     describe_tolerance,
     needed_tolerance,
 )
@@ -46,6 +47,7 @@ from cudal1_evaluator.wire.delivery import MAX_HANDLES, is_index
 from cudal1_evaluator.wire.report import WorkerReport
 from cudal1_evaluator.wire.talk import WINDOW_POLL_S, Handler, Peer, WithFds, serve
 from cudal1_evaluator.wire.talk_messages import (
+    Agreed,
     Check,
     Checked,
     CheckResult,
@@ -64,6 +66,7 @@ from cudal1_evaluator.wire.talk_messages import (
     SetIds,
     SlotDesc,
     Step,
+    StepSamples,
 )
 from cudal1_evaluator.wire.tensor_exchange import (
     arena_bytes,
@@ -272,6 +275,26 @@ class InputSet:
     def __init__(self, original: list[Any]) -> None:
         self.original = original
         self.expected: Any = None  # the strict fp32 reference output
+
+
+def with_sampled(expected: torch.Tensor, buf: torch.Tensor, elements: Any,
+                 data: Any) -> torch.Tensor | None:
+    """``expected`` with the sampled elements of its output buffer ``buf`` (contiguous: the
+    element at byte ``k * itemsize`` is the ``k``th in row-major order) put in their places;
+    None where the sample is empty or does not fit the buffer."""
+    if expected.dtype != buf.dtype or expected.shape != buf.shape or not isinstance(data, str) \
+            or not isinstance(elements, list) or not elements or \
+            not all(is_index(k, buf.numel()) for k in elements):
+        return None
+    try:
+        raw = bytes.fromhex(data)
+    except ValueError:
+        return None
+    if len(raw) != len(elements) * buf.element_size():
+        return None
+    got = expected.detach().clone(memory_format=torch.contiguous_format)
+    got.view(-1)[torch.tensor(elements)] = torch.frombuffer(bytearray(raw), dtype=buf.dtype)
+    return got
 
 
 def _drawn(sampled: Any, calls: int) -> dict[int, Any]:
@@ -567,6 +590,40 @@ class Referee:
         return {"results": [self._result(compared.get(j), changed, late=late or j in late_host)
                             for (j, _), changed in zip(calls, mutated, strict=True)]}
 
+    def sampled(self, msg: StepSamples) -> Agreed:
+        """Host outputs: the calls of a runner's last window (sets not yet released) whose
+        step samples, whole elements of each output read by the parent when the call said it
+        was done, pass the check against the expected output at those elements. Judged as
+        ``check`` judges (the same tolerance, scaled by the whole expected output): each
+        output is the expected one with the sampled elements in their places."""
+        window = self.windows.get(int(msg["runner"]))
+        by_call: dict[int, dict[int, tuple[Any, Any]]] = {}
+        for item in msg.get("samples") or []:
+            if isinstance(item, list) and len(item) == 4 and type(item[0]) is int \
+                    and type(item[1]) is int:
+                by_call.setdefault(item[0], {})[item[1]] = (item[2], item[3])
+        if window is None:
+            return {"agreed": []}
+        return {"agreed": sorted(j for j, outs in by_call.items()
+                                 if self._sample_agrees(window, j, outs))}
+
+    def _sample_agrees(self, window: WindowSeal, j: Any,
+                       outs: dict[int, tuple[Any, Any]]) -> bool:
+        """Whether call ``j``'s sample of every output passes (an output unsampled fails)."""
+        if not is_index(j, len(window.ids)) or window.ids[j] not in self.sets:
+            return False
+        expected = self.sets[window.ids[j]].expected
+        tensors = as_tensors(expected) if expected is not None else None
+        if not tensors or set(outs) != set(range(len(tensors))):
+            return False
+        bufs = self.pools[window.runner].outputs[j]
+        got = [with_sampled(e, buf, *outs[i])
+               for i, (e, buf) in enumerate(zip(tensors, bufs, strict=False))]
+        if len(got) != len(tensors) or any(g is None for g in got):
+            return False
+        return compare_outputs(expected, got[0] if self.single else got,
+                               self.job.tolerance, self.floor).ok
+
     def _got(self, window: WindowSeal, j: int) -> Any:
         outputs = [p.tensor for p in window.call(self.placer, j)]
         return outputs[0] if self.single else outputs
@@ -620,7 +677,8 @@ def run(job: Job, peer: Peer) -> WorkerReport:
         "stage": referee.stage, "fill": referee.fill, "step": referee.step,
         "expect": referee.expect,
         "flush": referee.flush, "seal": referee.seal, "place": referee.place,
-        "check": referee.check, "release": referee.release, "idle": referee.idle}
+        "check": referee.check, "sampled": referee.sampled, "release": referee.release,
+        "idle": referee.idle}
     try:
         serve(peer, handlers, on_error)
     finally:

@@ -192,6 +192,20 @@ class Check(TypedDict):
     late: NotRequired[list[int]]  # host outputs: calls written after they said they were done
 
 
+class StepSamples(TypedDict):
+    """Host outputs: elements of some calls' outputs of a runner's last window, each read by
+    the parent when its call said it was done (before a later call could free it), as
+    ``[call, output, element indices, their bytes in hex]``."""
+
+    op: Literal["sampled"]
+    runner: int
+    samples: list[list[Any]]
+
+
+class Agreed(TypedDict):
+    agreed: list[int]  # the calls whose every output's sample passes the check's tolerance
+
+
 class Prepare(TypedDict):
     op: Literal["prepare"]
     sets: list[SetRequest]
@@ -211,6 +225,7 @@ class CheckResult(TypedDict):
     reused: bool  # its memory holds a later call's output (the trusted side saw them overlap)
     late: bool  # sampled bytes changed after the seal: work after the window closed
     compared: bool  # its outputs were compared with the reference (never a reused call's)
+    step_agreed: NotRequired[bool]  # the parent's note (host): its step sample passed
 
 
 class Checked(TypedDict):

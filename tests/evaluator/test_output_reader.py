@@ -105,16 +105,20 @@ def test_only_a_shared_mapping_of_the_bytes_the_input_was_made_with_counts(
 
 def test_an_output_where_the_last_windows_lay_is_held_over_unless_it_is_the_input(
         runner: tuple[int, dict[str, int], Path], tmp_path: Path) -> None:
+    """The runner maps the file shared: here it is the set file of call 0 in every window
+    (a view of its own input), which the exemption needs (the next test)."""
     pid, places, infile = runner
     out = _buffer(tmp_path, "out.bin", 4096)
     referee = tmp_path / "referee"
     referee.mkdir()
     host = HostOutputs(True, referee)
     desc = {"path": str(out), "dtype": "uint8", "shape": [4096], "numel": 4096}
-    host.attached("candidate", pid, [{"inputs": [{"path": str(infile)}], "outputs": [desc]}])
+    host.attached("candidate", pid, [{"inputs": [], "outputs": [desc]}])
+    fd = os.open(infile, os.O_RDONLY)
     try:
         for name, held_over in (("data", []), ("data", [0]), ("shared", []), ("shared", []),
                                 ("private", []), ("private", [0])):
+            host.note_sets("candidate", [fd])
             host.read("candidate", {"at": [[[places[name], 4096]]]}, 1)
             host.settle("candidate")
             assert host.held_over["candidate"] == held_over, name
@@ -128,6 +132,36 @@ def test_an_output_where_the_last_windows_lay_is_held_over_unless_it_is_the_inpu
         host.settle("candidate", copies=True)
         assert host.held_over["candidate"] == [0]  # copies the runner holds, taken again
     finally:
+        os.close(fd)
+        host.close()
+
+
+@pytest.mark.parametrize("file_is", ["a pool input", "another call's set"])
+def test_an_output_in_an_input_file_not_its_own_calls_set_is_held_over(
+        runner: tuple[int, dict[str, int], Path], tmp_path: Path, file_is: str) -> None:
+    """Round 40: the runner's shared mapping of a pool input slot's file (the same file in
+    every window) or of another call's set file holds call 0's output in two windows: held
+    over. Exempt only as a view of its own call's set (the test above)."""
+    pid, places, infile = runner
+    referee = tmp_path / "referee"
+    referee.mkdir()
+    host = HostOutputs(True, referee)
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"\x01" * 4096)
+    descs = [{"path": str(_buffer(tmp_path, f"out{j}.bin", 4096)), "dtype": "uint8",
+              "shape": [4096], "numel": 4096} for j in range(2)]
+    host.attached("candidate", pid, [{"inputs": [{"path": str(infile)}], "outputs": [d]}
+                                     for d in descs])
+    fds = [os.open(other, os.O_RDONLY), os.open(infile, os.O_RDONLY)]  # calls 0 and 1
+    try:
+        for held_over in ([], [0]):
+            host.note_sets("candidate", fds if file_is == "another call's set" else fds[:1])
+            host.read("candidate", {"at": [[[places["shared"], 4096]]]}, 1)
+            host.settle("candidate")
+            assert host.held_over["candidate"] == held_over
+    finally:
+        for fd in fds:
+            os.close(fd)
         host.close()
 
 
@@ -167,3 +201,30 @@ def test_sample_places_come_from_the_os_random_source_and_stay_in_bounds() -> No
     assert len(drawn) == 256 and all(0 <= d < 1000 for d in drawn)
     assert len(set(drawn)) > 100  # not one place repeated
     assert unpredictable_offsets(0, 4) == []
+
+
+def test_a_step_sample_reads_whole_elements_of_each_output(tmp_path: Path) -> None:
+    """Round 40: the step sample reads whole elements (at multiples of the item size), and
+    the parent hands them to the referee as [call, output, elements, bytes in hex]."""
+    memory = ctypes.create_string_buffer(bytes(range(64)), 64)  # this process as the runner
+    base = ctypes.addressof(memory)
+    referee = tmp_path / "referee"
+    referee.mkdir()
+    desc = {"path": str(_buffer(tmp_path, "out.bin", 64)), "dtype": "float32",
+            "shape": [16], "numel": 16}
+    host = HostOutputs(True, referee)
+    host.attached("candidate", os.getpid(), [{"inputs": [], "outputs": [desc]}] * 2)
+    at: list[Any] = [[[base, 64]]]
+    try:
+        host.sample_call("candidate", at, 0)
+        host.read("candidate", {"at": at}, 1)
+        host.settle("candidate", window=False)
+        [[call, output, elements, seen]] = host.step_samples("candidate", [0, 1])
+        assert (call, output) == (0, 0) and len(elements) == output_reader.SAMPLED_ELEMENTS
+        assert all(0 <= k < 16 for k in elements) and len(set(elements)) > 1
+        assert bytes.fromhex(seen) == b"".join(bytes(range(4 * k, 4 * k + 4))
+                                               for k in elements)
+        assert host.step_samples("candidate", [1]) == []
+        assert host.late["candidate"] == []
+    finally:
+        host.close()

@@ -10,11 +10,14 @@ each output (``_time_again_with_copies``), or, when it is copying already, rejec
 
 from __future__ import annotations
 
+import functools
+import struct
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import torch
 from evaluator_cases import LINEAR_HONEST, LINEAR_PROBLEM, job, linear_candidate
 
 from cudal1_evaluator.common.compare import Comparison
@@ -160,3 +163,96 @@ def test_a_reuse_seen_in_a_kept_round_drops_every_window_kept_so_far(
     assert any(r.reused and r.copying for r in spy.rounds)
     assert result.status == "rejected" and result.reward == 0.0, result.message
     assert "copies_not_made" in _rejects(result)
+
+
+# Each output written into a shared mapping of one of the runner's pool input slot files (the
+# exchange dir's, mapped once), one slot a call in turn after the trials' 4 calls: the same
+# memory in every window, never a call's input (round 40, found through a C++ extension)
+IN_POOL_INPUTS = linear_candidate(
+    "        self.n = getattr(self, 'n', 0) + 1\n"
+    "        out = torch.relu(self.fc(x))\n"
+    "        nbytes = out.numel() * out.element_size()\n"
+    "        paths = [p for p in sorted(glob.glob('/dev/shm/cudal1-eval-*/xchg-*/t*.bin'))\n"
+    "                 if os.path.getsize(p) >= nbytes] if self.n > 4 else []\n"
+    "        if not paths:\n"
+    "            return out\n"
+    "        path = paths[self.n % len(paths)]\n"
+    "        if path not in _MAPPED:\n"
+    "            _MAPPED[path] = torch.from_file(path, shared=True, size=out.numel(),\n"
+    "                                            dtype=out.dtype)\n"
+    "        held = _MAPPED[path].view(out.shape)\n"
+    "        held.copy_(out)\n"
+    "        return held",
+    "import glob\n\n_MAPPED = {}\n")
+
+
+def test_outputs_kept_in_the_pools_input_files_are_held_over() -> None:
+    """Round 40: outputs written into the runner's mapping of the pool's input slot files lie
+    where the last window's did, in a file that is no call's input: the held-over rule
+    applies (an output is exempt only inside its own call's set file)."""
+    result = evaluate(job(LINEAR_PROBLEM, IN_POOL_INPUTS))
+    assert result.status == "rejected" and result.reward == 0.0, result.message
+    assert "output_buffer_reused" in _rejects(result)
+
+
+# Each right output freed by the next call as CUDA graph trees free a held output (its
+# ``describe`` then says a later call freed it); the first two calls after the trials' 4 (the
+# first two of the first timed window) wrong, and kept whole: no later output lies over them
+# (the referee would leave such a call uncompared, as ``reused``)
+WRONG_AMONG_FREED = linear_candidate(
+    "        self.n = getattr(self, 'n', 0) + 1\n"
+    "        out = torch.relu(self.fc(x))\n"
+    "        if getattr(self, 'last', None) is not None and self.n - 1 not in (5, 6):\n"
+    "            self.last.untyped_storage().resize_(0)\n"
+    "        if self.n in (5, 6):\n"
+    "            out.add_(1.0)\n"
+    "            _KEPT.append(out)\n"
+    "        self.last = out\n"
+    "        return out",
+    "_KEPT = []\n")
+
+
+@pytest.mark.parametrize("policy", ["zero", "full"])
+def test_wrong_outputs_freed_after_each_call_are_counted_on_their_step_sample(
+        policy: str) -> None:
+    """Round 40: the candidate's word that a later call freed its outputs dropped every
+    failure of that window (such outputs are gone when the parent reads them whole): under
+    ``full`` this candidate was ``ok``. Now only the failure of a call whose step sample,
+    read when it said it was done, passed is dropped: a wrong call's sample fails, and so
+    does the evaluation, whatever the policy."""
+    result = evaluate(job(LINEAR_PROBLEM, WRONG_AMONG_FREED,
+                          reward=RewardSpec(policy={"static_outputs": policy})))
+    assert result.status == "incorrect" and result.reward == 0.0, result.message
+    assert "timed_output_mismatch" in _rejects(result)
+
+
+def _sample(call: int, elements: list[int], values: list[float]) -> list[Any]:
+    return [call, 0, elements, struct.pack(f"{len(values)}f", *values).hex()]
+
+
+def test_the_referee_judges_a_step_sample_as_the_check_judges_the_whole_output() -> None:
+    """``Referee.sampled``: a call agrees when the expected output with its sampled elements
+    in their places passes the check (the tolerance scaled by the whole expected output's
+    largest value, not the sample's); anything that does not fit, or is empty, fails."""
+    expected = torch.tensor([[100.0, 1.0], [2.0, 3.0]])
+    buf = torch.full((2, 2), float("nan"))
+    ids = list(range(8))
+    fake = SimpleNamespace(
+        windows={1: SimpleNamespace(ids=ids, runner=1)},
+        sets={i: SimpleNamespace(expected=expected) for i in ids},
+        pools={1: SimpleNamespace(outputs=[[buf]] * len(ids))},
+        single=True, job=SimpleNamespace(tolerance="strict"), floor=0.0)
+    fake._sample_agrees = functools.partial(Referee._sample_agrees, fake)
+    samples = [_sample(0, [1, 1, 3], [1.005, 1.005, 3.0]),  # within 1e-4 * 100 + 1e-4 * 1
+               _sample(1, [1], [1.02]),  # outside it
+               _sample(2, [0], [float("nan")]),
+               _sample(3, [4], [1.0]),  # no such element
+               [4, 0, [1], "00"],  # not one element's bytes
+               _sample(5, [], []),  # nothing sampled
+               [6, 1, [1], struct.pack("f", 1.0).hex()],  # an output the call does not have
+               ]  # call 7: no sample at all
+    reply = Referee.sampled(fake, {"op": "sampled", "runner": 1,  # type: ignore[arg-type]
+                                   "samples": samples})
+    assert reply == {"agreed": [0]}
+    assert Referee.sampled(fake, {"op": "sampled", "runner": 2,  # type: ignore[arg-type]
+                                  "samples": samples}) == {"agreed": []}
