@@ -41,6 +41,19 @@ and ``move_pages`` on pid 0 only, at a price: a thread pinned by its own tid (li
 reach only the candidate's own processes and its init, which only relays stops (slowing it
 slows the candidate's own evaluation), so they stay allowed.
 
+``userfaultfd`` answers ``ENOSYS`` (what a kernel built without it answers), and so does
+``/dev/userfaultfd``'s one ioctl (``USERFAULTFD_IOC_NEW``): on a CPU the parent reads a
+sample of each call's outputs out of the runner's memory while the runner runs, at places
+drawn then, and the whole outputs later (round 41). Where the kernel lets a process handle
+the faults of other processes' reads of its memory (``vm.unprivileged_userfaultfd=1``, the
+default from Linux 5.2 to 5.10 and the only behaviour before it; or the device's file open
+to the candidate's uid), a candidate registers its outputs' pages as missing and the
+parent's read of each page waits for the candidate's handler, which learns the page and
+fills it then: the sample's places are no longer unknown to it, and a call's output need be
+whole only where the parent reads. Where that is refused (``=0`` since 5.11) a user-mode-only
+one makes the parent's read of such a page fail, no more than memory made unreadable does;
+it is refused too. No PyTorch or CUDA path a candidate needs uses it.
+
 ``setsid`` answers ``EPERM`` too (what it answers a process group leader): on a kernel with
 autogroups each new session is a scheduling group of its own, so a candidate with K helpers
 in sessions of their own got K+1 fair shares of a busy host's CPUs where the reference got
@@ -72,6 +85,8 @@ _CLONE3 = 435  # the same number on every architecture here
 # fscrypt's key ioctls: on a file system with encryption on, a key added by one candidate stays
 # in the file system's keyring for the next (round 19)
 _FSCRYPT_KEY_IOCTLS = (0xC0506617, 0xC0406618, 0xC0406619, 0xC080661A)
+_USERFAULTFD_IOC_NEW = 0xAA00  # /dev/userfaultfd: a userfaultfd by the device (round 41)
+_REFUSED_IOCTLS = (*_FSCRYPT_KEY_IOCTLS, _USERFAULTFD_IOC_NEW)
 
 
 _ARG0_LOW_OFFSET = 16  # args[0], its low 32 bits: the flags of clone and unshare
@@ -93,16 +108,17 @@ class _Arch:
     # migrate_pages, move_pages on pid 0 only; setpriority, ioprio_set on the caller only
     own_pid: tuple[int, ...]
     priorities: tuple[int, int]
+    userfaultfd: int  # refused (ENOSYS): round 41
     from_up: int | None = None  # refuse every number from this one up
 
 
 _ARCHES = (
     _Arch(0xC000003E, (248, 249, 250), 16, (56, 272), (101, 310, 311, 312), 112, 302,
-          (142, 144, 203, 314, 256, 279), (141, 251), _X32_BIT),  # x86_64 (x32: the bit)
+          (142, 144, 203, 314, 256, 279), (141, 251), 323, _X32_BIT),  # x86_64 (x32: the bit)
     _Arch(0x40000003, (286, 287, 288), 54, (120, 310), (26, 347, 348, 349), 66, 340,
-          (154, 156, 241, 351, 294, 317), (97, 289)),  # i386
+          (154, 156, 241, 351, 294, 317), (97, 289), 374),  # i386
     _Arch(0xC00000B7, (217, 218, 219), 29, (220, 97), (117, 270, 271, 272), 157, 261,
-          (118, 119, 122, 274, 238, 239), (140, 30)),  # aarch64
+          (118, 119, 122, 274, 238, 239), (140, 30), 282),  # aarch64
 )
 _PIDFD_GETFD, _PROCESS_MADVISE = 438, 440  # the same numbers on every architecture here
 
@@ -144,17 +160,18 @@ def _assemble(lines: list[tuple[int, str, str, int] | str]) -> list[Instruction]
 
 
 def program(strict: bool = False) -> list[Instruction]:
-    """The filter: per architecture, the key calls, ``clone3`` and fscrypt's key ioctls are
-    refused (``ENOSYS``); a new user namespace, a new session, reaching into another
-    process and setting another's scheduling or limits answer ``EPERM``, as where they are
-    off; the rest is allowed; an architecture no block names is refused whole."""
+    """The filter: per architecture, the key calls, ``clone3``, ``userfaultfd``, fscrypt's key
+    ioctls and ``/dev/userfaultfd``'s are refused (``ENOSYS``); a new user namespace, a new
+    session, reaching into another process and setting another's scheduling or limits answer
+    ``EPERM``, as where they are off; the rest is allowed; an architecture no block names is
+    refused whole."""
     lines: list[tuple[int, str, str, int] | str] = []
     for i, arch in enumerate(_ARCHES):
         lines += [(_LD_W_ABS, "", "", _ARCH_OFFSET), (_JEQ_K, "", f"next{i}", arch.audit),
                   (_LD_W_ABS, "", "", _NR_OFFSET)]
         if arch.from_up is not None:
             lines.append((_JGE_K, "refuse", "", arch.from_up))
-        lines += [(_JEQ_K, "refuse", "", nr) for nr in (*arch.keys, _CLONE3)]
+        lines += [(_JEQ_K, "refuse", "", nr) for nr in (*arch.keys, _CLONE3, arch.userfaultfd)]
         lines += [(_JEQ_K, "forbid", "", nr)
                   for nr in (*arch.reaching, _PIDFD_GETFD, _PROCESS_MADVISE, arch.setsid)]
         lines += [(_JEQ_K, f"userns{i}", "", nr) for nr in arch.namespacing]
@@ -165,7 +182,7 @@ def program(strict: bool = False) -> list[Instruction]:
                       (_JEQ_K, f"ioprio{i}", "", arch.priorities[1])]
         lines += [(_JEQ_K, f"ioctl{i}", "allow", arch.ioctl), f"ioctl{i}",
                   (_LD_W_ABS, "", "", _ARG1_LOW_OFFSET)]
-        lines += [(_JEQ_K, "refuse", "", cmd) for cmd in _FSCRYPT_KEY_IOCTLS]
+        lines += [(_JEQ_K, "refuse", "", cmd) for cmd in _REFUSED_IOCTLS]
         lines += [(_RET_K, "", "", _RET_ALLOW), f"userns{i}",
                   (_LD_W_ABS, "", "", _ARG0_LOW_OFFSET),
                   (_JSET_K, "forbid", "allow", _CLONE_NEWUSER),
@@ -206,6 +223,7 @@ def install(strict: bool = False) -> tuple[bool, str]:
                     ctypes.byref(prog)) != 0:
         return False, f"seccomp: {os.strerror(ctypes.get_errno())}"
     return True, ("seccomp: kernel keyrings, fscrypt keys, clone3 (into another cgroup), "
+                  "userfaultfd, "
                   "new user namespaces, new sessions, reaching into other processes "
                   "(ptrace, process_vm_*, pidfd_getfd) and setting their limits"
                   + (" or scheduling" if strict else "") + " refused")

@@ -985,6 +985,43 @@ def test_no_candidate_reaches_the_kernels_keyrings_by_any_entry(tmp_path: Path) 
         assert f"i386 -{errno.ENOSYS}" in out, out
 
 
+# userfaultfd(UFFD_USER_MODE_ONLY | O_CLOEXEC): what this host allows a process without
+# capabilities; then /dev/userfaultfd's USERFAULTFD_IOC_NEW where the device opens
+_USERFAULTFD = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+r = libc.syscall(ctypes.c_long(323), ctypes.c_long(1 | 0o2000000))
+print('userfaultfd', -1 if r < 0 else 'fd', ctypes.get_errno() if r < 0 else 0, flush=True)
+try:
+    dev = os.open('/dev/userfaultfd', os.O_RDWR | os.O_CLOEXEC)
+except OSError as exc:
+    print('device closed', exc.errno, flush=True)
+else:
+    r = libc.ioctl(dev, ctypes.c_ulong(0xAA00), ctypes.c_ulong(1 | 0o2000000))
+    print('device ioctl', -1 if r < 0 else 'fd', ctypes.get_errno() if r < 0 else 0, flush=True)
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86_64 syscall numbers")
+def test_no_candidate_makes_a_userfaultfd(tmp_path: Path) -> None:
+    """Round 41: on a CPU the parent reads a sample of each call's outputs from the runner's
+    memory while it runs, at places drawn then. With a userfaultfd whose missing pages the
+    kernel lets it serve to other processes' reads (``vm.unprivileged_userfaultfd=1``, the
+    default of Linux 5.2-5.10), a candidate learns each page the parent reads, as it reads,
+    and fills that page alone. The call answers ENOSYS to every candidate, as does the
+    device's ioctl; the control, outside, reaches the kernel (a user-mode-only one is made,
+    or refused for a reason of the host's)."""
+    outside = subprocess.run([sys.executable, "-c", _USERFAULTFD], capture_output=True,
+                             text=True, check=False).stdout
+    seen, _ = _build(tmp_path, _fresh_interpreter(_USERFAULTFD))
+    out = str(seen["out"])
+    assert f"userfaultfd -1 {errno.ENOSYS}" in out, out
+    if "device ioctl" in out:
+        assert f"device ioctl -1 {errno.ENOSYS}" in out, out
+    assert f"userfaultfd -1 {errno.ENOSYS}" not in outside, outside  # the control
+
+
 _THREAD_HOG = """
 import os, threading, time
 from pathlib import Path
