@@ -247,9 +247,11 @@ class HostOutputs:
             old.close()
         if worker is None or not isinstance(slots, list):
             return slots
-        self.readers[side] = OutputReader(
-            [[(str(d["path"]), _bytes(d)) for d in slot["outputs"]] for slot in slots],
-            [[_width(d) for d in slot["outputs"]] for slot in slots])
+        rows = [[(str(d["path"]), _bytes(d), int(d["numel"])) for d in slot["outputs"]]
+                for slot in slots]  # each output file sized once
+        self.readers[side] = OutputReader([[(path, size) for path, size, _ in row] for row in rows],
+                                          [[_width(numel, size) for _, size, numel in row]
+                                           for row in rows])
         self.workers[side] = worker
         self._set_files.pop(side, None)
         return [{"inputs": slot["inputs"],
@@ -373,12 +375,6 @@ def _merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def input_views(pid: int, files: dict[tuple[int, int], int]) -> list[tuple[int, int]]:
-    """Where ``pid`` maps the bytes one of ``files`` was made with, shared (``file_views``),
-    whichever file."""
-    return _merged(span for spans in file_views(pid, files).values() for span in spans)
-
-
 def file_views(pid: int, files: dict[tuple[int, int], int]
                ) -> dict[tuple[int, int], list[tuple[int, int]]]:
     """Where ``pid`` maps the bytes each of ``files`` was made with, shared
@@ -413,9 +409,8 @@ def _bytes(desc: Any) -> int:
     return os.path.getsize(str(desc["path"])) if int(desc["numel"]) > 0 else 0
 
 
-def _width(desc: Any) -> int:
-    """The bytes of one element of a described buffer (its file holds ``numel`` of them)."""
-    numel, size = int(desc["numel"]), _bytes(desc)
+def _width(numel: int, size: int) -> int:
+    """The bytes of one element of a buffer of ``size`` bytes holding ``numel`` of them."""
     return size // numel if numel > 0 and size % numel == 0 and size else 1
 
 
