@@ -199,6 +199,7 @@ class TimingSummary:
 
 
 SpeedupBound = Literal["at_least", ""]
+SPEEDUP_BOUND_WORDS = {"at_least": "at least "}  # a bound said in words (verdict, prompt)
 
 
 @dataclass

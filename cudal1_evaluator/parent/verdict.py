@@ -27,7 +27,15 @@ from cudal1_evaluator.parent.timing_checks import (
 )
 from cudal1_evaluator.plain_text import shown
 from cudal1_evaluator.reward import RewardPolicy, noise_band, score, severity_under
-from cudal1_evaluator.schema import SEVERITIES, Flag, Job, Result, Status, TimingSummary
+from cudal1_evaluator.schema import (
+    SEVERITIES,
+    SPEEDUP_BOUND_WORDS,
+    Flag,
+    Job,
+    Result,
+    Status,
+    TimingSummary,
+)
 from cudal1_evaluator.stats import summarize
 from cudal1_evaluator.verdict_details import DeviceInfo, ToleranceInfo
 from cudal1_evaluator.wire.report import WorkerReport
@@ -185,7 +193,7 @@ def _ok_message(result: Result, alone: bool) -> str:
     ref = result.timing[(_cap_name(result.timing) or "reference") if alone else "reference"]
     cand = result.timing["candidate"]
     used = f"alone {ref.median_ms:.4g} ms +5 %" if alone else f"{ref.median_ms:.4g} ms"
-    bound = BOUND_WORDS.get(result.speedup_bound, "")
+    bound = SPEEDUP_BOUND_WORDS.get(result.speedup_bound, "")
     text = f"speedup {bound}{result.speedup:.3g}x (reference {used}, candidate " \
            f"{cand.median_ms:.4g} ms)"
     if result.speedup_strict is not None:
@@ -197,8 +205,6 @@ def _ok_message(result: Result, alone: bool) -> str:
         text += "; its own kernel or build did not run: the fallback ran and was timed"
     return text + _fast_kernel_note(result)
 
-
-BOUND_WORDS = {"at_least": "at least "}  # Result.speedup_bound, said
 
 LAUNCH_BOUND_MS = 0.05  # a call whose GPU time is below this is a microsecond kernel
 RELEASE_BOUND = 1.25  # a trusted call this many times its GPU time is mostly the release

@@ -65,9 +65,6 @@ class Sample:
         """The sampled places whose byte differs now from what was read."""
         return self.where[self.source.index_select(0, self.where) != self.seen].tolist()
 
-    def changed(self) -> bool:
-        return bool(self.moved())
-
     def unexcused(self, moved: list[int], writers: LastWriters | None) -> bool:
         """Whether a byte at ``moved`` changed where no output of a call after ``after``
         lies (``writers``: this memory's; None: no output of the window lies in it)."""

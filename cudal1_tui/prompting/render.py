@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from cudal1_evaluator.schema import SPEEDUP_BOUND_WORDS
 from cudal1_tui.prompting.budget import estimate_tokens, fit_exemplars, truncate_code
 from cudal1_tui.prompting.excerpt import clip_text
 from cudal1_tui.prompting.exemplar_items import Exemplar, ExemplarCandidate
@@ -28,13 +29,10 @@ def fenced(text: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
 
 
-_BOUND_WORDS = {"at_least": "at least "}
-
-
 def format_speedup(speedup: float | None, bound: str = "") -> str:
     """``1.87x``; ``at least 1.87x`` where the measured speedup is a lower bound (the
     candidate's calls so short that the per-call hand-over stays in its time)."""
-    return f"{_BOUND_WORDS.get(bound, '')}{speedup:.2f}x" if speedup is not None else "n/a"
+    return f"{SPEEDUP_BOUND_WORDS.get(bound, '')}{speedup:.2f}x" if speedup is not None else "n/a"
 
 
 def format_reference(reference_ms: float | None) -> str:
