@@ -98,12 +98,15 @@ def floor_line(both: list[dict[str, Any]]) -> str:
 
 def bound_of(ours: dict[str, Any]) -> str:
     """Which side alone read its floor: "at_least" (the candidate: ``Result.speedup_bound``,
-    the speedup marked ≥), "reference" (no mark), or "" (neither or both); from the floor
-    note's counts in rows written before the field ("the candidate's 6 of 6; the
-    reference's 0 of 6")."""
+    the speedup marked ≥), "reference" (no mark), or "" (neither or both); each side's
+    ``at_floor``, or in rows written before it the floor note's counts ("the candidate's 6
+    of 6; the reference's 0 of 6")."""
+    timing = ours.get("timing") or {}
     said = (ours.get("flag_reasons") or {}).get("per_call_upper_bound", "")
-    floored = {side: 2 * int(k) >= int(n) > 0
-               for side, k, n in re.findall(r"the (candidate|reference)'s (\d+) of (\d+)", said)}
+    floored = {side: bool(timing[side]["at_floor"]) for side in ("candidate", "reference")
+               if "at_floor" in (timing.get(side) or {})} or \
+        {side: 2 * int(k) >= int(n) > 0
+         for side, k, n in re.findall(r"the (candidate|reference)'s (\d+) of (\d+)", said)}
     cand, ref = floored.get("candidate", False), floored.get("reference", False)
     return "" if cand == ref else ("at_least" if cand else "reference")
 

@@ -237,11 +237,11 @@ def our_row(result: Result, built: BuildOutcome) -> dict[str, Any]:
         "settings_changed": sorted(result.settings_changed),
         "message": result.message.splitlines()[0][:200] if result.message else "",
         "wall_s": result.wall_time_s,
-        "speedup_bound": result.speedup_bound,
         "flags": sorted({f.code for f in result.flags}),
         "flag_reasons": {f.code: f.reason[:240] for f in result.flags},
         "timing": {side: {"median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
                           "mean_ms": t.mean_ms, "n": t.n, "outside_ms": t.outside_ms,
+                          "at_floor": t.at_floor,
                           "samples_ms": [round(x, 4) for x in t.samples_ms]}
                    for side, t in result.timing.items()},
     }

@@ -83,6 +83,7 @@ def test_batch_comparison_on_cpu(tmp_path: Path) -> None:
     assert honest["ours"]["status"] == "ok" and honest["independent"]["status"] == "ok"
     assert honest["ours"]["speedup"] > 0 and honest["independent"]["speedup"] > 0
     assert honest["ratio"] is not None
+    assert all(isinstance(side["at_floor"], bool) for side in honest["ours"]["timing"].values())
     mutating = rows["relu_inplace_input"]
     assert mutating["ours"]["status"] == "rejected" and mutating["as_expected"]
     assert mutating["independent"]["status"] == "ok"  # the simple harness does not look
@@ -95,5 +96,6 @@ def test_batch_comparison_on_cpu(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, check=True).stdout
     assert "- pairs measured: 2," in report
     assert "| diag_broadcast | ok | ok | ok |" in report
+    assert "- the candidate alone at its floor (our speedup marked ≥): " in report
     [mutating_line] = [ln for ln in report.splitlines() if ln.startswith("| relu_inplace_input")]
     assert mutating_line.endswith("| the simple harness does not check inputs |")
