@@ -946,6 +946,14 @@ def test_the_start_up_sweep_removes_a_dead_owners_cgroup_and_its_processes() -> 
         lifetime.remove_tree(Path(tempfile.gettempdir()) / live)
 
 
+def _control(reached: bool, what: str, outside: str) -> None:
+    """A control run outside the sandbox: where this host refuses ``what`` itself (a kernel
+    built without it, a container runtime's seccomp profile, a sysctl), the sandbox's refusal
+    cannot be told from the host's, so the test proves nothing here and says so."""
+    if not reached:
+        pytest.skip(f"this host refuses {what} outside the sandbox too: {outside.strip()!r}")
+
+
 # keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING, 0) by the 32-bit entry (int 0x80, where
 # keyctl is 288), from executable memory; prints "i386 <eax>", or "no ia32" without that entry
 _KEYCTL_I386 = """
@@ -979,7 +987,7 @@ def test_no_candidate_reaches_the_kernels_keyrings_by_any_entry(tmp_path: Path) 
     seen, _ = _build(tmp_path, _fresh_interpreter(probe))
     out = str(seen["out"])
     assert f"keyctl -1 {errno.ENOSYS}" in out and f"request_key -1 {errno.ENOSYS}" in out, out
-    assert f"keyctl -1 {errno.ENOSYS}" not in outside, outside  # the control: allowed there
+    _control(f"keyctl -1 {errno.ENOSYS}" not in outside, "the key calls", outside)
     if "no ia32" not in outside:
         assert f"i386 -{errno.ENOSYS}" not in outside, outside
         assert f"i386 -{errno.ENOSYS}" in out, out
@@ -1019,7 +1027,7 @@ def test_no_candidate_makes_a_userfaultfd(tmp_path: Path) -> None:
     assert f"userfaultfd -1 {errno.ENOSYS}" in out, out
     if "device ioctl" in out:
         assert f"device ioctl -1 {errno.ENOSYS}" in out, out
-    assert f"userfaultfd -1 {errno.ENOSYS}" not in outside, outside  # the control
+    _control(f"userfaultfd -1 {errno.ENOSYS}" not in outside, "userfaultfd", outside)
 
 
 _THREAD_HOG = """
@@ -1101,8 +1109,8 @@ def test_clone3_and_fscrypt_keys_are_refused_and_threads_and_processes_still_sta
     out = str(seen["out"])
     assert f"clone3 -1 {errno.ENOSYS}" in out and f"fscrypt -1 {errno.ENOSYS}" in out, out
     assert "thread ok, process 0" in out, out
-    assert "clone3 -1" not in outside, outside  # the controls: both reach the kernel there
-    assert f"fscrypt -1 {errno.ENOSYS}" not in outside, outside
+    _control("clone3 -1" not in outside and f"fscrypt -1 {errno.ENOSYS}" not in outside,
+             "clone3 or fscrypt's ioctl", outside)
 
 
 def test_without_a_pid_namespace_another_processes_scheduling_is_refused() -> None:
@@ -1138,8 +1146,8 @@ def test_no_candidate_makes_a_user_namespace(tmp_path: Path) -> None:
                              text=True, check=False).stdout
     seen, _ = _build(tmp_path, _fresh_interpreter(_USER_NAMESPACE))
     assert f"unshare {100 + errno.EPERM}" in str(seen["out"]), seen
-    # the control, where this host lets a process make one (some hosts turn them off)
-    assert "unshare 0" in outside or "unshare 1" in outside, outside
+    # the control: some hosts turn user namespaces off (a sysctl, an AppArmor policy)
+    _control("unshare 0" in outside or "unshare 1" in outside, "user namespaces", outside)
 
 
 _REACHING = """
