@@ -34,6 +34,21 @@ def _one_thread_per_child(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
 
 
+# Read by rich and Textual when a console or an app is made: a user's or a CI's own choice
+# (NO_COLOR, FORCE_COLOR=1 for coloured logs) that the tests' expected text and snapshots do
+# not follow (FORCE_COLOR put escape codes in the CLI's captured output; NO_COLOR drew every
+# snapshot without colour).
+_TERMINAL_CHOICES = ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+
+
+@pytest.fixture(autouse=True)
+def _plain_terminal_choices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test (and each child it starts) sees no colour choice from the environment;
+    a test of one sets its own."""
+    for name in _TERMINAL_CHOICES:
+        monkeypatch.delenv(name, raising=False)
+
+
 _PCH = pytest.StashKey[str]()
 SLOW_TEST_S = 60.0
 

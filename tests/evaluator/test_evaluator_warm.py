@@ -154,7 +154,10 @@ def _states(child: Child) -> set[str]:
     return found
 
 
-def _until(check: Any, timeout_s: float = 5.0) -> bool:
+def _until(check: Any, timeout_s: float = 30.0) -> bool:
+    """Poll ``check`` until it holds: a stop or a resume takes effect when the task next runs,
+    and warm children importing torch on a loaded host (this suite under ``nice``) can wait
+    seconds for a core. Returns as soon as it holds."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if check():

@@ -5,15 +5,13 @@ there (its own SIGCONT timer) could finish unsampled outputs untimed. Every span
 request is now bracketed by two readings at rest."""
 from __future__ import annotations
 
-import signal
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from evaluator_cases import LINEAR_PROBLEM
-from test_trust_boundary import _SPINNER, _job
+from test_trust_boundary import _SPINNER, _job, _resume_a_while
 
 from cudal1_evaluator.launch import evaluate
 from cudal1_evaluator.parent import conduct, output_reader
@@ -26,14 +24,13 @@ def test_a_runner_that_resumes_itself_after_its_reply_is_caught_where_nothing_is
     resumed: list[int] = []
 
     def resumes_during_the_seal(self: conduct.Conductor, message: Any, **kw: Any) -> Any:
-        """The candidate's own timer, simulated: 50 ms of running while its seal is made."""
+        """The candidate's own timer, simulated: it runs (at least 50 ms, and until its CPU
+        time shows it) while its seal is made."""
         if isinstance(message, dict) and message.get("op") == "seal" and \
                 message.get("runner") == conduct.RUNNER["candidate"] and \
                 message.get("handles") is not None and len(resumed) < 50:
             answer = ask(self, message, **kw)
-            self.wrk.child.signal_all(signal.SIGCONT)
-            time.sleep(0.05)
-            self.wrk.child.signal_all(signal.SIGSTOP)
+            _resume_a_while(self.wrk.child)
             resumed.append(1)
             return answer
         return ask(self, message, **kw)

@@ -128,9 +128,15 @@ def run_processes(tmp: Path, exclude: set[int] | None = None) -> list[str]:
     return found
 
 
-def wait_until_gone(tmp: Path, timeout_s: float = 5.0) -> list[str]:
-    """The run's processes still alive after ``timeout_s`` (empty: all gone). The test's own
-    process and its children (git helpers of a session it opened) are not the run's."""
+GONE_S = 30.0  # a run's processes end within this once it is killed or told to stop
+
+
+def wait_until_gone(tmp: Path, timeout_s: float = GONE_S) -> list[str]:
+    """The run's processes still alive after ``timeout_s`` (empty: all gone; returns as soon
+    as they are). The test's own process and its children (git helpers of a session it
+    opened) are not the run's. ``GONE_S`` is generous: a survivor outlives any bound, while a
+    loaded 2-core host (this suite under ``nice`` beside other jobs) can take seconds to run
+    the exit of a process killed while it held gigabytes, or a clean exit's last steps."""
     deadline = time.monotonic() + timeout_s
     while True:
         ours = {os.getpid(), *descendants(os.getpid())}

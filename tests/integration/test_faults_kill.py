@@ -1,5 +1,5 @@
-"""kill -9, SIGTERM and SIGHUP at points of a real headless run: nothing of it survives 5 s,
-and the next start removes the temp dirs it left.
+"""kill -9, SIGTERM and SIGHUP at points of a real headless run: nothing of it survives
+(``GONE_S``), and the next start removes the temp dirs it left.
 
 Points are reached by watching the run's own progress lines (no hooks in the product): the
 run is really probing, streaming, compiling, verifying, timing or committing when it is hit.
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from fault_runs import (
+    GONE_S,
     ROOT,
     SPIN,
     Run,
@@ -125,9 +126,9 @@ def test_nothing_of_a_killed_run_survives(tmp_path: Path, point: Point) -> None:
         if point.until_process:
             assert _wait_for_process(tmp_path, point.until_process, 120), run.output()
         run.proc.send_signal(point.sig)
-        left = wait_until_gone(tmp_path, timeout_s=5.0)
-        run.proc.wait(timeout=5)
-    assert left == [], f"still running 5 s after {point.sig.name} at {point.name}: {left}"
+        left = wait_until_gone(tmp_path)
+        run.proc.wait(timeout=GONE_S)
+    assert left == [], f"still running {GONE_S:g} s after {point.sig.name} at {point.name}: {left}"
     if point.sig != signal.SIGKILL:  # a handled signal: a clean exit through the normal path
         assert run.proc.returncode == 128 + point.sig, run.output()
         assert "Traceback" not in run.output()
@@ -149,7 +150,7 @@ def test_the_app_ends_through_its_normal_exit_on_sigterm(tmp_path: Path) -> None
     os.kill(pid, signal.SIGTERM)
     status = _reap(fd, pid, timeout_s=30)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
-    assert wait_until_gone(tmp_path, timeout_s=5.0) == []
+    assert wait_until_gone(tmp_path) == []
 
 
 def _read_until(fd: int, marker: bytes, timeout_s: float) -> bytes:
@@ -192,7 +193,7 @@ def test_nothing_of_a_killed_export_survives_and_the_next_export_is_whole(
     time.sleep(0.8)  # mid-import or mid-write
     first.kill()
     first.wait()
-    assert wait_until_gone(tmp_path, timeout_s=5.0) == []
+    assert wait_until_gone(tmp_path) == []
     again = subprocess.run(argv, env=env_for(tmp_path), cwd=tmp_path, capture_output=True,
                            text=True, timeout=60)
     assert again.returncode == 0, again.stderr
@@ -261,7 +262,7 @@ def test_nothing_of_a_run_killed_mid_nvcc_survives(tmp_path: Path) -> None:
         assert run.wait_for("slot 0: compiling", 300), run.output()
         assert _wait_for_process(tmp_path, "nvcc", 300), run.output()
         run.proc.kill()
-        left = wait_until_gone(tmp_path, timeout_s=5.0)
-        run.proc.wait(timeout=5)
-    assert left == [], f"still running 5 s after SIGKILL mid-nvcc: {left}"
+        left = wait_until_gone(tmp_path)
+        run.proc.wait(timeout=GONE_S)
+    assert left == [], f"still running {GONE_S:g} s after SIGKILL mid-nvcc: {left}"
     _next_start_sweeps(tmp_path)

@@ -289,10 +289,27 @@ import os, signal, subprocess, sys, time
 from cudal1_evaluator.isolation import lifetime
 child = subprocess.Popen(
     [sys.executable, "-c", "from cudal1_evaluator.isolation import lifetime\n"
-     "lifetime.bind_to_parent()\nimport time\ntime.sleep(60)"],
+     "lifetime.bind_to_parent()\nprint('bound', flush=True)\nimport time\ntime.sleep(60)"],
     env={**os.environ, **lifetime.child_env()}, pass_fds=(lifetime.watchdog_fd(),),
-    start_new_session=True)
-time.sleep(1.0)  # the child binds itself and forks its watcher
+    start_new_session=True, stdout=subprocess.PIPE, text=True)
+child.stdout.readline()  # bound and its watcher forked (a fixed second's nap was all this
+# waited for once, short on a loaded host): then until the watcher has left the child's group
+
+
+def watcher_apart():
+    for entry in os.listdir("/proc"):
+        try:
+            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if entry != str(child.pid) and fields[3] == str(child.pid) and fields[2] == entry:
+            return True
+    return False
+
+
+deadline = time.monotonic() + 60
+while not watcher_apart() and time.monotonic() < deadline:
+    time.sleep(0.05)
 os.killpg(child.pid, signal.SIGSTOP)  # as the evaluator stops a child by its group
 print(child.pid, flush=True)
 time.sleep(60)

@@ -311,11 +311,19 @@ def test_a_timing_waits_for_the_streams_and_new_streams_wait_for_it(tmp_path: Pa
         with share.generating(1, slot, said.append, cancel) as started:
             assert started
             stream_open.set()
-            stream_go.wait(5)
+            stream_go.wait(30)
+
+    def told(what: str) -> None:
+        """Until ``what`` was said: each step waits for the last to be in place (fixed naps
+        let a loaded host start the second stream before the timing waited)."""
+        deadline = time.monotonic() + 30
+        while what not in said and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert what in said, said
 
     first = threading.Thread(target=stream, args=(0,))
     first.start()
-    stream_open.wait(5)
+    stream_open.wait(30)
 
     def timed() -> None:
         with share.timing("r001s9-aaaaaa", "cpu", said.append, cancel) as quiet:
@@ -324,13 +332,13 @@ def test_a_timing_waits_for_the_streams_and_new_streams_wait_for_it(tmp_path: Pa
 
     timer = threading.Thread(target=timed)
     timer.start()
-    time.sleep(0.3)
+    told(timing_waits("cpu"))
     second = threading.Thread(target=stream, args=(1,))  # arrives while the timing waits
     second.start()
-    time.sleep(0.3)
+    told(stream_waits("cpu"))
     stream_go.set()
     for thread in (first, timer, second):
-        thread.join(5)
+        thread.join(30)
     assert timing_waits("cpu") in said and stream_waits("cpu") in said
     rows = read_events(tmp_path / "events.jsonl")
     assert [(r["event"], r["id"]) for r in rows] == [

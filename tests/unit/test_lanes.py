@@ -102,9 +102,13 @@ def test_a_cancel_while_waiting_for_a_lane_yields_none() -> None:
 
         thread = threading.Thread(target=second)
         thread.start()
-        time.sleep(0.3)
+        # cancelled once it says it waits: after a fixed nap a loaded host could still have
+        # the thread on its way, and a cancel set before it asks for the lane shows no wait
+        deadline = time.monotonic() + 30
+        while not waits and time.monotonic() < deadline:
+            time.sleep(0.01)
         cancel.set()
-        thread.join(5)
+        thread.join(30)
     assert got == [None] and waits and "timing lane" in waits[0]
 
 
