@@ -165,7 +165,10 @@ class History:
             self.notes.append(note)
         (workdir / MODULE_FILE).write_text(code, encoding="utf-8")
         self.repo.index.add([MODULE_FILE, *(extra or [])])
-        commit = self.repo.index.commit(message, author=ACTOR, committer=ACTOR)
+        # the app's records, not the user's work: hooks (a global hooks path, an init
+        # template's) that refuse commits, a linter or a signing policy, must not fail an accept
+        commit = self.repo.index.commit(message, author=ACTOR, committer=ACTOR,
+                                        skip_hooks=True)
         self._log = None
         return str(commit.hexsha)
 

@@ -251,3 +251,31 @@ def test_a_copied_session_without_git_opens_read_only(session: Session, tmp_path
     assert (summary.accepted_record, summary.accepted_speedup) == (a.record_id, 2.0)
     with Session.open(session.path, readonly=True) as original:
         assert original.notes == [] and original.history.has_git
+
+
+def test_the_users_git_hooks_do_not_run_in_a_session(tmp_path: Path, root: Path) -> None:
+    """A session's commits are the app's records, not the user's work: a global hooks path
+    or an init template whose hooks refuse every commit (a linter, a signing policy) must
+    not break creating a session or accepting a candidate, nor run at all."""
+    ran = tmp_path / "hooks-ran"
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    for name in ("pre-commit", "commit-msg", "post-commit", "prepare-commit-msg"):
+        hook = hooks / name
+        hook.write_text(f"#!/bin/sh\necho {name} >> {ran}\nexit 1\n")
+        hook.chmod(0o755)
+    template = tmp_path / "template"
+    shutil.copytree(hooks, template / "hooks")
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / ".gitconfig").write_text(
+        f"[core]\n\thooksPath = {hooks}\n[init]\n\ttemplateDir = {template}\n")
+    problem = tmp_path / "double.py"
+    problem.write_text(REFERENCE)
+    session = Session.create(problem, REFERENCE, Settings(), root=root)
+    rec = record(session, 1, 0)
+    session.append_candidate(rec)
+    session.accept(rec.record_id)
+    assert [e.action for e in session.history_log()] == ["accept", "reference"]
+    session.close()
+    assert not ran.exists(), ran.read_text()
