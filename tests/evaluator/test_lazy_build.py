@@ -91,7 +91,8 @@ def shared_objects(build_dir: Path) -> dict[Path, int]:
 @pytest.mark.slow
 @pytest.mark.parametrize(("candidate", "ext_name"), [(IN_INIT, "lazy_init_ext"),
                                                       (IN_FORWARD, "lazy_forward_ext"),
-                                                      (TEMP_FILE, "lazy_file_ext")])
+                                                      (TEMP_FILE, "lazy_file_ext")],
+                         ids=["in_init", "in_forward", "temp_file"])
 def test_lazy_extension_is_built_by_the_build_stage(tmp_path: Path, candidate: str,
                                                     ext_name: str) -> None:
     the_job = job(DIAG_PROBLEM, candidate, tmp_path, strict_threshold=1e9)
