@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -126,3 +128,15 @@ def job(problem: str, candidate: str, build_dir: Path | None = None, **fields: o
         build_dir=str(build_dir) if build_dir else None,
     )
     return replace(base, **fields)  # type: ignore[arg-type]
+
+
+def until(check: Callable[[], bool], timeout_s: float = 30.0) -> bool:
+    """Poll ``check`` until it holds (True, at once) or ``timeout_s`` passes (False): a signal
+    takes effect when its task next runs, which on a loaded host (this suite under ``nice``,
+    beside other jobs, warm children importing torch) can be seconds away."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

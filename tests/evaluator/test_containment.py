@@ -23,11 +23,10 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from evaluator_cases import DIAG_PROBLEM
+from evaluator_cases import DIAG_PROBLEM, until
 
 from cudal1_evaluator.isolation import (
     cgroup,
@@ -161,18 +160,6 @@ def _stat_fields(pid: int) -> list[str]:
         return []
 
 
-def _until(check: Callable[[], bool], timeout_s: float = 30.0) -> bool:
-    """Poll ``check`` until it holds (True) or ``timeout_s`` passes: a signal takes effect
-    when its task next runs, which on a loaded host (this suite under ``nice``, beside other
-    jobs) can be seconds away."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def _state(pid: int) -> str:
     try:
         return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split() or ["?"])[0]
@@ -214,17 +201,17 @@ def test_a_setsid_escapee_is_stopped_and_dies_with_the_child(tmp_path: Path) -> 
         assert set(escapees) <= set(child.members())
         assert os.getpid() not in child.members()
         child.signal_all(signal.SIGSTOP)
-        _until(lambda: {_state(p) for p in escapees} == {"T"})
+        until(lambda: {_state(p) for p in escapees} == {"T"})
         assert {_state(p) for p in escapees} == {"T"}
         child.signal_all(signal.SIGCONT)
-        _until(lambda: "T" not in {_state(p) for p in escapees})
+        until(lambda: "T" not in {_state(p) for p in escapees})
         assert "T" not in {_state(p) for p in escapees}
     finally:
         for keyed in source_dir(cache, source).glob("*"):
             (keyed / "release").write_text("")
         runner.join(60)
     assert result and result[0].payload is not None, result and result[0].stderr_tail
-    _until(lambda: {_state(p) for p in escapees} <= {"gone", "Z"})
+    until(lambda: {_state(p) for p in escapees} <= {"gone", "Z"})
     assert {_state(p) for p in escapees} <= {"gone", "Z"}, "an escapee outlived the child"
 
 
@@ -476,7 +463,7 @@ def test_a_reading_is_at_rest_only_once_two_sweeps_agree_on_a_stopped_process() 
         time.sleep(0.2)
         first = pidtree.cpu_ns([busy.pid])
         # not a fixed nap: a loaded host may give a niced busy loop no CPU for a while
-        _until(lambda: pidtree.cpu_ns([busy.pid]).ns > first.ns)
+        until(lambda: pidtree.cpu_ns([busy.pid]).ns > first.ns)
         running = pidtree.cpu_ns([busy.pid])
         assert not pidtree.at_rest(first, running) and running.ns > first.ns
         busy.send_signal(signal.SIGSTOP)

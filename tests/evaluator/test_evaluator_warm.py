@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaluator_cases import LINEAR_HONEST, LINEAR_PROBLEM, job, linear_candidate
+from evaluator_cases import LINEAR_HONEST, LINEAR_PROBLEM, job, linear_candidate, until
 
 from cudal1_evaluator.isolation.sandbox import Child, Limits, Outcome
 from cudal1_evaluator.launch import _profile_apart, evaluate, limits_for
@@ -154,18 +154,6 @@ def _states(child: Child) -> set[str]:
     return found
 
 
-def _until(check: Any, timeout_s: float = 30.0) -> bool:
-    """Poll ``check`` until it holds: a stop or a resume takes effect when the task next runs,
-    and warm children importing torch on a loaded host (this suite under ``nice``) can wait
-    seconds for a core. Returns as soon as it holds."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def test_warm_children_are_stopped_while_a_host_window_is_timed(tmp_path: Path) -> None:
     """Warm children still importing for the next evaluation never run beside a timed host
     window: every idle one is stopped while a window is open, resumed when the last one
@@ -179,17 +167,17 @@ def test_warm_children_are_stopped_while_a_host_window_is_timed(tmp_path: Path) 
     children = list(warm._idle.values())
     gate = Gate(on_open=warm.hold_idle, on_close=warm.release_idle)
     with gate.window():
-        assert all(_until(lambda c=c: _states(c) == {"T"}) for c in children)
+        assert all(until(lambda c=c: _states(c) == {"T"}) for c in children)
         with gate.window():  # nested: still held
             pass
         assert all(_states(c) == {"T"} for c in children)
         text = job(LINEAR_PROBLEM, LINEAR_HONEST, tmp_path).to_json()
         taken = warm.take("run", "cpu", limits, text, str(tmp_path), wait=False)
         assert taken is not None
-        assert _until(lambda: "T" not in _states(taken))
+        assert until(lambda: "T" not in _states(taken))
         (referee,) = warm._idle.values()
         assert _states(referee) == {"T"}
-    assert _until(lambda: "T" not in _states(referee))
+    assert until(lambda: "T" not in _states(referee))
     taken.discard()
     warm.discard_all()
 
